@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system packages that Lily's build and tests need (Debian/Ubuntu).
+# Each one also exists in Homebrew: nlohmann-json, cli11, googletest, google-benchmark.
+set -euo pipefail
+packages=(build-essential cmake nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

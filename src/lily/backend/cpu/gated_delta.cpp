@@ -1,0 +1,123 @@
+#include "lily/backend/cpu/gated_delta.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "lily/backend/cpu/elementwise.h"
+
+namespace lily::cpu {
+
+void causal_conv_silu(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y) {
+  const int64_t hist = K - 1;
+  // ext = [state rows ; x rows]; row r of ext is the input at time r - hist.
+  auto ext = [&](int64_t r, int64_t c) { return r < hist ? state[r * C + c] : x[(r - hist) * C + c]; };
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = 0; c < C; ++c) {
+      float s = 0.f;
+      for (int64_t j = 0; j < K; ++j) s += w[c * K + j] * ext(t + j, c);
+      y[t * C + c] = silu(s);
+    }
+  }
+  if (hist == 0) return;
+  std::vector<float> next(static_cast<size_t>(hist * C));
+  for (int64_t r = 0; r < hist; ++r)
+    for (int64_t c = 0; c < C; ++c) next[r * C + c] = ext(T + r, c);
+  std::memcpy(state, next.data(), next.size() * sizeof(float));
+}
+
+void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* S, float* out,
+                           int64_t out_stride) {
+  std::vector<float> d(static_cast<size_t>(dv));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* q = in.q + t * in.q_stride;
+    const float* k = in.k + t * in.k_stride;
+    const float* v = in.v + t * in.v_stride;
+    const float decay = std::exp(in.g[t * in.g_stride]);
+    const float beta = in.beta[t * in.beta_stride];
+    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
+    for (int64_t j = 0; j < dv; ++j) d[j] = 0.f;
+    for (int64_t i = 0; i < dk; ++i)
+      for (int64_t j = 0; j < dv; ++j) d[j] += S[i * dv + j] * k[i];
+    for (int64_t j = 0; j < dv; ++j) d[j] = (v[j] - d[j]) * beta;
+    for (int64_t i = 0; i < dk; ++i)
+      for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += k[i] * d[j];
+    float* o = out + t * out_stride;
+    for (int64_t j = 0; j < dv; ++j) o[j] = 0.f;
+    for (int64_t i = 0; i < dk; ++i)
+      for (int64_t j = 0; j < dv; ++j) o[j] += S[i * dv + j] * q[i];
+  }
+}
+
+void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk, float* S,
+                         float* out, int64_t out_stride) {
+  std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), qs(dv);
+  for (int64_t s0 = 0; s0 < T; s0 += chunk) {
+    const int64_t L = std::min(chunk, T - s0);
+    auto q = [&](int64_t i) { return in.q + (s0 + i) * in.q_stride; };
+    auto k = [&](int64_t i) { return in.k + (s0 + i) * in.k_stride; };
+    auto v = [&](int64_t i) { return in.v + (s0 + i) * in.v_stride; };
+    auto beta = [&](int64_t i) { return in.beta[(s0 + i) * in.beta_stride]; };
+    float acc = 0.f;
+    for (int64_t i = 0; i < L; ++i) G[i] = acc += in.g[(s0 + i) * in.g_stride];
+    // A[i][j] = beta_i (k_i . k_j) exp(G_i - G_j), strictly lower triangle.
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < i; ++j) {
+        float kk = 0.f;
+        for (int64_t a = 0; a < dk; ++a) kk += k(i)[a] * k(j)[a];
+        A[i * chunk + j] = beta(i) * kk * std::exp(G[i] - G[j]);
+      }
+    // Forward substitution of (I + A) U = beta v and (I + A) W = beta exp(G) k.
+    for (int64_t i = 0; i < L; ++i) {
+      float* Ui = &U[i * dv];
+      float* Wi = &W[i * dk];
+      const float bi = beta(i), wi = bi * std::exp(G[i]);
+      for (int64_t c = 0; c < dv; ++c) Ui[c] = bi * v(i)[c];
+      for (int64_t a = 0; a < dk; ++a) Wi[a] = wi * k(i)[a];
+      for (int64_t j = 0; j < i; ++j) {
+        const float aij = A[i * chunk + j];
+        for (int64_t c = 0; c < dv; ++c) Ui[c] -= aij * U[j * dv + c];
+        for (int64_t a = 0; a < dk; ++a) Wi[a] -= aij * W[j * dk + a];
+      }
+    }
+    // v_new = U - W S, with S the state entering the chunk.
+    for (int64_t i = 0; i < L; ++i) {
+      float* Vi = &Vn[i * dv];
+      for (int64_t c = 0; c < dv; ++c) Vi[c] = U[i * dv + c];
+      for (int64_t a = 0; a < dk; ++a) {
+        const float wa = W[i * dk + a];
+        for (int64_t c = 0; c < dv; ++c) Vi[c] -= wa * S[a * dv + c];
+      }
+    }
+    // out_i = exp(G_i) q_i S + sum_{j<=i} (q_i . k_j) exp(G_i - G_j) v_new_j
+    for (int64_t i = 0; i < L; ++i) {
+      float* o = out + (s0 + i) * out_stride;
+      for (int64_t c = 0; c < dv; ++c) qs[c] = 0.f;
+      for (int64_t a = 0; a < dk; ++a) {
+        const float qa = q(i)[a];
+        for (int64_t c = 0; c < dv; ++c) qs[c] += qa * S[a * dv + c];
+      }
+      const float eg = std::exp(G[i]);
+      for (int64_t c = 0; c < dv; ++c) o[c] = eg * qs[c];
+      for (int64_t j = 0; j <= i; ++j) {
+        float qk = 0.f;
+        for (int64_t a = 0; a < dk; ++a) qk += q(i)[a] * k(j)[a];
+        const float f = qk * std::exp(G[i] - G[j]);
+        for (int64_t c = 0; c < dv; ++c) o[c] += f * Vn[j * dv + c];
+      }
+    }
+    // S = exp(G_last) S + sum_j exp(G_last - G_j) k_j v_new_j^T
+    const float glast = G[L - 1], cd = std::exp(glast);
+    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= cd;
+    for (int64_t j = 0; j < L; ++j) {
+      const float f = std::exp(glast - G[j]);
+      for (int64_t a = 0; a < dk; ++a) {
+        const float ka = f * k(j)[a];
+        for (int64_t c = 0; c < dv; ++c) S[a * dv + c] += ka * Vn[j * dv + c];
+      }
+    }
+  }
+}
+
+}  // namespace lily::cpu

@@ -1,0 +1,20 @@
+// Matrix products against checkpoint weights, with the weight's storage type
+// (F32, F16, BF16) converted on the fly and fp32 accumulation.
+#pragma once
+
+#include <cstdint>
+
+#include "lily/model/weights.h"
+
+namespace lily::cpu {
+
+// y[t, r] = sum_c W[r, c] * x[t, c] for t < T; x is [T, W.cols], y is [T, W.rows].
+void matmul(const float* x, int64_t T, const Matrix& W, float* y);
+
+// y[t] = dot(W row `r`, x[t]) for one row; used for single-output projections.
+float dot_row(const Matrix& W, int64_t r, const float* x);
+
+// Copies rows `ids` of W (an embedding table) into out [n, W.cols] as float.
+void gather_rows(const Matrix& W, const int32_t* ids, int64_t n, float* out);
+
+}  // namespace lily::cpu

@@ -1,0 +1,23 @@
+// Mixture-of-experts routing and expert evaluation for this model's sparse
+// block: softmax over all experts, top-k, renormalised weights, SwiGLU experts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lily/model/weights.h"
+
+namespace lily::cpu {
+
+struct Route {
+  std::vector<int32_t> expert;  // [T, k]
+  std::vector<float> weight;    // [T, k], sums to 1 per token
+};
+
+// Picks the top `k` experts per token from router logits [T, E] (ties go to the lower index).
+Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k);
+
+// y[T, H] = sum_k w_k expert_k(x) + sigmoid(x . shared_expert_gate) * shared(x).
+void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y);
+
+}  // namespace lily::cpu

@@ -1,0 +1,70 @@
+// `lily info`: what a checkpoint is: architecture, sizes, dtypes, layout and memory.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "lily/cli/commands.h"
+#include "lily/model/model.h"
+
+namespace lily::cli {
+
+namespace {
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+}  // namespace
+
+Command add_info_command(CLI::App& app) {
+  struct Opts {
+    std::string model;
+    int64_t context = 4096;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("info", "architecture, sizes, dtypes, layout and memory of a checkpoint");
+  sub->add_option("--model", o->model, "model directory")->required();
+  sub->add_option("--context", o->context, "context length for the memory estimate")->check(CLI::PositiveNumber);
+  return {sub, [o]() {
+            auto model = Model::load(o->model);
+            const ModelConfig& c = model->config();
+            const LoadReport& r = model->report();
+            std::string kinds;
+            for (LayerKind k : c.layer_kinds) kinds += (k == LayerKind::FullAttention ? 'A' : 'D');
+            std::cout << "model:        " << o->model << "\n"
+                      << "architecture: qwen3_5_moe (model_type " << c.model_type << ")\n"
+                      << "layout:       " << layout_name(r.layout) << "\n"
+                      << "layers:       " << c.num_layers << " (" << c.num_layers_of(LayerKind::LinearAttention)
+                      << " Gated DeltaNet, " << c.num_layers_of(LayerKind::FullAttention)
+                      << " full attention): " << kinds << "\n"
+                      << "hidden:       " << c.hidden_size << ", vocab " << c.vocab_size << "\n"
+                      << "attention:    " << c.num_heads << " heads, " << c.num_kv_heads << " kv heads, head_dim "
+                      << c.head_dim << ", rotary " << c.rotary_dim << ", theta " << c.rope_theta << "\n"
+                      << "deltanet:     " << c.linear_num_key_heads << " qk heads x " << c.linear_key_head_dim << ", "
+                      << c.linear_num_value_heads << " v heads x " << c.linear_value_head_dim << ", conv kernel "
+                      << c.linear_conv_kernel << "\n"
+                      << "moe:          " << c.num_experts << " experts, top " << c.experts_per_token
+                      << ", intermediate " << c.moe_intermediate_size << ", shared expert "
+                      << c.shared_expert_intermediate_size << "\n"
+                      << "parameters:   " << r.parameters << " (text model)\n"
+                      << "dtypes:      ";
+            for (const auto& [d, n] : r.dtype_counts) std::cout << " " << d << " x" << n;
+            std::cout << "\n";
+            for (const auto& [g, n] : r.skipped_groups) std::cout << "skipped:      " << g << ".* (" << n << " tensors)\n";
+            if (!r.ignored.empty()) std::cout << "ignored:      " << r.ignored.size() << " unused tensors\n";
+            const double kv = static_cast<double>(model->kv_bytes_per_token());
+            const double state = static_cast<double>(model->recurrent_state_bytes());
+            std::cout << "memory:       weights " << human_bytes(static_cast<double>(r.weight_bytes)) << " (mapped)"
+                      << ", GDN state " << human_bytes(state) << " per sequence"
+                      << ", KV cache " << human_bytes(kv) << " per token\n"
+                      << "              at context " << o->context << ": "
+                      << human_bytes(static_cast<double>(r.weight_bytes) + state + kv * static_cast<double>(o->context))
+                      << " for one sequence\n";
+            return 0;
+          }};
+}
+
+}  // namespace lily::cli

@@ -1,0 +1,29 @@
+// A read-only memory map of a whole file: checkpoint tensors are read where
+// they lie in the page cache instead of being copied into owned buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lily {
+
+class MappedFile {
+ public:
+  // Maps `path`; throws lily::Error naming the file when it cannot.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace lily

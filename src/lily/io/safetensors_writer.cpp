@@ -1,0 +1,40 @@
+#include "lily/io/safetensors_writer.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lily/error.h"
+
+namespace lily {
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                            size_t nbytes) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (static_cast<size_t>(numel) * dtype_size(dtype) != nbytes)
+    throw Error("tensor '" + name + "': byte count does not match its shape");
+  const auto* p = static_cast<const uint8_t*>(data);
+  entries_[name] = Entry{dtype, std::move(shape), std::vector<uint8_t>(p, p + nbytes)};
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  uint64_t offset = 0;
+  for (const auto& [name, e] : entries_) {
+    header[name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
+    offset += e.bytes.size();
+  }
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h.push_back(' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("cannot write " + path);
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const auto& [name, e] : entries_) out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+  if (!out) throw Error("failed writing " + path);
+}
+
+}  // namespace lily

@@ -1,0 +1,59 @@
+// The text-model configuration of a qwen3_5_moe checkpoint, read from its
+// config.json (top level for `qwen3_5_moe_text`, `text_config` for the
+// official `qwen3_5_moe` release) and checked for consistency before use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lily {
+
+enum class LayerKind { LinearAttention, FullAttention };
+
+struct ModelConfig {
+  std::string model_type;  // as found at the top of config.json
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  std::vector<LayerKind> layer_kinds;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  int64_t max_position_embeddings = 0;
+
+  // gated full attention
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // head_dim * partial_rotary_factor
+  double rope_theta = 10000.0;
+
+  // Gated DeltaNet
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel = 0;
+
+  // mixture of experts
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+
+  std::vector<int64_t> eos_token_ids;
+  int64_t bos_token_id = -1;
+
+  // Derived sizes.
+  int64_t gdn_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int64_t gdn_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int64_t gdn_conv_dim() const { return 2 * gdn_key_dim() + gdn_value_dim(); }
+  int64_t num_layers_of(LayerKind k) const;
+
+  // Reads and validates `dir/config.json`; throws lily::Error naming the field at fault.
+  static ModelConfig load(const std::string& dir);
+  // Same, from the parsed text of a config.json (`source` names it in errors).
+  static ModelConfig parse(const std::string& json_text, const std::string& source);
+};
+
+}  // namespace lily

@@ -1,0 +1,38 @@
+#include "lily/model/model.h"
+
+#include "lily/model/hf_binding.h"
+
+namespace lily {
+
+const char* layout_name(CheckpointLayout l) {
+  switch (l) {
+    case CheckpointLayout::HfRelease: return "hf-release (model.language_model.*, fused experts)";
+    case CheckpointLayout::HfTextModel: return "hf-text (model.*, transformers text model)";
+  }
+  return "?";
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir) {
+  auto m = std::make_unique<Model>();
+  m->dir_ = dir;
+  m->config_ = ModelConfig::load(dir);
+  m->archive_ = SafetensorsArchive::open_dir(dir);
+  m->weights_ = bind_hf_weights(*m->archive_, m->config_, &m->report_);
+  return m;
+}
+
+size_t Model::recurrent_state_bytes() const {
+  const ModelConfig& c = config_;
+  const size_t per_layer = static_cast<size_t>(c.gdn_conv_dim() * (c.linear_conv_kernel - 1) +
+                                               c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim) *
+                           sizeof(float);
+  return per_layer * static_cast<size_t>(c.num_layers_of(LayerKind::LinearAttention));
+}
+
+size_t Model::kv_bytes_per_token() const {
+  const ModelConfig& c = config_;
+  return static_cast<size_t>(2 * c.num_kv_heads * c.head_dim) * sizeof(float) *
+         static_cast<size_t>(c.num_layers_of(LayerKind::FullAttention));
+}
+
+}  // namespace lily

@@ -1,0 +1,56 @@
+// A loaded model: its configuration, the mapped checkpoint and the canonical
+// weights bound to it, plus what the loader found (layout, skipped tensors).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lily/io/safetensors.h"
+#include "lily/model/config.h"
+#include "lily/model/weights.h"
+
+namespace lily {
+
+// The checkpoint layouts the loader recognises.
+enum class CheckpointLayout {
+  HfRelease,    // official release: model.language_model.*, fused 3-D experts, visual + mtp present
+  HfTextModel,  // transformers save_pretrained of the text model: model.*, per-expert tensors
+};
+const char* layout_name(CheckpointLayout l);
+
+struct LoadReport {
+  CheckpointLayout layout = CheckpointLayout::HfTextModel;
+  bool fused_experts = false;
+  std::map<std::string, int> skipped_groups;  // "model.visual" -> tensor count, "mtp" -> ...
+  std::vector<std::string> ignored;           // other tensors the text model does not use
+  std::map<std::string, int64_t> dtype_counts;  // "BF16" -> number of tensors
+  int64_t parameters = 0;                       // elements of the tensors bound
+  size_t weight_bytes = 0;                      // bytes of the tensors bound
+};
+
+class Model {
+ public:
+  // Loads `dir`: reads config.json, maps the safetensors, checks every tensor's
+  // presence, dtype and shape and binds the canonical weights. Throws lily::Error.
+  static std::unique_ptr<Model> load(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const LoadReport& report() const { return report_; }
+  const std::string& dir() const { return dir_; }
+
+  // Bytes of per-sequence state: the GDN conv + recurrent state (fixed) and the KV cache per token.
+  size_t recurrent_state_bytes() const;
+  size_t kv_bytes_per_token() const;
+
+ private:
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<SafetensorsArchive> archive_;
+  ModelWeights weights_;
+  LoadReport report_;
+};
+
+}  // namespace lily

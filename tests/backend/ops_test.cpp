@@ -1,0 +1,122 @@
+// CPU ops against plain double-precision computations written out here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "lily/backend/cpu/attention.h"
+#include "lily/backend/cpu/elementwise.h"
+#include "lily/backend/cpu/matmul.h"
+#include "lily/backend/cpu/moe.h"
+#include "support/test_support.h"
+
+namespace lily::cpu {
+namespace {
+
+TEST(Matmul, AllStorageTypesAgainstDouble) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> n(0.f, 1.f);
+  const int64_t R = 13, C = 37, T = 5;
+  std::vector<float> w(R * C), x(T * C);
+  for (auto& a : w) a = n(rng);
+  for (auto& a : x) a = n(rng);
+  std::vector<uint16_t> wb(R * C), wh(R * C);
+  for (int64_t i = 0; i < R * C; ++i) {
+    wb[i] = float_to_bf16(w[i]);
+    wh[i] = float_to_f16(w[i]);
+  }
+  struct V {
+    DType t;
+    const void* p;
+  };
+  for (V v : {V{DType::F32, w.data()}, V{DType::BF16, wb.data()}, V{DType::F16, wh.data()}}) {
+    Matrix m{v.t, v.p, R, C};
+    std::vector<float> y(T * R), want(T * R), rowf(C);
+    matmul(x.data(), T, m, y.data());
+    for (int64_t r = 0; r < R; ++r) {
+      convert_to_float(v.t, m.row(r), rowf.data(), C);
+      for (int64_t t = 0; t < T; ++t) {
+        double s = 0;
+        for (int64_t c = 0; c < C; ++c) s += static_cast<double>(rowf[c]) * x[t * C + c];
+        want[t * R + r] = static_cast<float>(s);
+      }
+    }
+    EXPECT_LE(test::max_row_relative_error(y, want, R), 1e-6) << dtype_name(v.t);
+    EXPECT_NEAR(dot_row(m, 4, x.data()), want[4], 1e-4);
+  }
+}
+
+TEST(Norms, RmsnormAndGatedRmsnorm) {
+  const float x[4] = {1, -2, 3, -4}, w[4] = {1, 0.5f, 2, 1}, z[4] = {0, 1, -1, 2};
+  float y[4], g[4];
+  rmsnorm(x, 1, 4, w, 1e-6f, y);
+  const double inv = 1.0 / std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], x[i] * inv * w[i], 1e-6);
+  gated_rmsnorm(x, z, 1, 4, w, 1e-6f, g);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(g[i], y[i] * z[i] / (1 + std::exp(-z[i])), 1e-6);
+  float v[3] = {3, 4, 0};
+  l2norm_scale(v, 3, 0.f, 2.f);
+  EXPECT_FLOAT_EQ(v[0], 1.2f);
+  EXPECT_FLOAT_EQ(v[1], 1.6f);
+}
+
+TEST(Rope, RotatesPairsOfTheRotaryPart) {
+  const int64_t hd = 8, rot = 4;
+  const auto inv = rope_inv_freq(10000.0, rot);
+  ASSERT_EQ(inv.size(), 2u);
+  EXPECT_FLOAT_EQ(inv[0], 1.0f);
+  EXPECT_FLOAT_EQ(inv[1], 0.01f);
+  float x[hd] = {1, 2, 3, 4, 5, 6, 7, 8};
+  float x0[hd];
+  std::copy(x, x + hd, x0);
+  apply_rope(x, 1, hd, rot, inv.data(), 0);
+  for (int i = 0; i < hd; ++i) EXPECT_FLOAT_EQ(x[i], x0[i]);  // position 0 is the identity
+  apply_rope(x, 1, hd, rot, inv.data(), 3);
+  // pair (0, 2) turns by 3 radians, pair (1, 3) by 0.03; dims 4.. pass through
+  EXPECT_NEAR(x[0], 1 * std::cos(3.0) - 3 * std::sin(3.0), 1e-5);
+  EXPECT_NEAR(x[2], 3 * std::cos(3.0) + 1 * std::sin(3.0), 1e-5);
+  EXPECT_NEAR(x[1], 2 * std::cos(0.03) - 4 * std::sin(0.03), 1e-5);
+  for (int i = 4; i < hd; ++i) EXPECT_EQ(x[i], x0[i]);
+}
+
+TEST(Attention, CausalGroupedQueryAgainstDouble) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.f, 1.f);
+  const int64_t heads = 4, kvh = 2, hd = 3, p0 = 2, T = 3, P = p0 + T;
+  std::vector<float> q(T * heads * hd), K(P * kvh * hd), V(P * kvh * hd), out(T * heads * hd);
+  for (auto* v : {&q, &K, &V})
+    for (auto& a : *v) a = n(rng);
+  causal_attention(q.data(), T, p0, K.data(), V.data(), heads, kvh, hd, 0.5f, out.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kh = h / 2, np = p0 + t + 1;
+      std::vector<double> s(np);
+      double mx = -1e30, sum = 0;
+      for (int64_t p = 0; p < np; ++p) {
+        s[p] = 0;
+        for (int64_t d = 0; d < hd; ++d) s[p] += q[(t * heads + h) * hd + d] * K[(p * kvh + kh) * hd + d] * 0.5;
+        mx = std::max(mx, s[p]);
+      }
+      for (auto& a : s) sum += (a = std::exp(a - mx));
+      for (int64_t d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int64_t p = 0; p < np; ++p) o += s[p] / sum * V[(p * kvh + kh) * hd + d];
+        EXPECT_NEAR(out[(t * heads + h) * hd + d], o, 1e-5);
+      }
+    }
+}
+
+TEST(Moe, RouteTakesTopKAndRenormalises) {
+  const float logits[2 * 4] = {0.f, 2.f, 1.f, 2.f, /* tie between 1 and 3 */ 5.f, -1.f, 4.f, 0.f};
+  Route r = moe_route(logits, 2, 4, 2);
+  EXPECT_EQ(r.expert[0], 1);
+  EXPECT_EQ(r.expert[1], 3);
+  EXPECT_FLOAT_EQ(r.weight[0], 0.5f);
+  EXPECT_FLOAT_EQ(r.weight[0] + r.weight[1], 1.f);
+  EXPECT_EQ(r.expert[2], 0);
+  EXPECT_EQ(r.expert[3], 2);
+  EXPECT_NEAR(r.weight[2], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+}
+
+}  // namespace
+}  // namespace lily::cpu

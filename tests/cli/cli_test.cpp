@@ -1,0 +1,93 @@
+// The checking commands as other tools use them: through the binary.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace lily {
+namespace {
+
+std::string join(const std::vector<int32_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::vector<float> floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+TEST(Cli, LogitsWritesEveryPositionInBothModes) {
+  const auto ref = test::load_reference(test::model_dir("tiny-b"));
+  const auto& p = ref.prompts[4];  // 65 tokens: across the chunk boundary
+  test::TempDir d;
+  for (const std::string mode : {"", " --decode", " --chunk 7"}) {
+    const auto r = test::run_lily("logits --model " + test::model_dir("tiny-b-release") + " --tokens " +
+                                  join(p.tokens) + " --out " + d.str() + "/l.f32" + mode);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto got = floats(test::read_file(d.str() + "/l.f32"));
+    ASSERT_EQ(got.size(), p.tokens.size() * ref.vocab) << mode;
+    EXPECT_LE(test::max_row_relative_error(got, p.logits, ref.vocab), 1e-4) << mode;
+  }
+}
+
+TEST(Cli, GeneratePrintsAJsonList) {
+  const auto ref = test::load_reference(test::model_dir("tiny-c"));
+  const auto& p = ref.prompts[2];
+  const auto r = test::run_lily("generate --model " + test::model_dir("tiny-c") + " --tokens " + join(p.tokens) +
+                                " --max-tokens " + std::to_string(p.greedy.size()) + " --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).get<std::vector<int32_t>>(), p.greedy);
+}
+
+TEST(Cli, GenerateStopsAtEos) {
+  // the model's eos id is 2; with a prompt whose greedy path reaches it the list ends there
+  const auto ref = test::load_reference(test::model_dir("tiny-b"));
+  for (const auto& p : ref.prompts) {
+    const auto r = test::run_lily("generate --model " + test::model_dir("tiny-b") + " --tokens " + join(p.tokens) +
+                                  " --max-tokens " + std::to_string(p.greedy.size()));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto ids = nlohmann::json::parse(r.out).get<std::vector<int32_t>>();
+    const auto eos = std::find(p.greedy.begin(), p.greedy.end(), 2);
+    const std::vector<int32_t> want(p.greedy.begin(), eos == p.greedy.end() ? eos : eos + 1);
+    EXPECT_EQ(ids, want);
+  }
+}
+
+TEST(Cli, InfoDescribesTheCheckpoint) {
+  const auto r = test::run_lily("info --model " + test::model_dir("tiny-a-release"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle : {"hf-release", "4 (3 Gated DeltaNet, 1 full attention)", "8 experts, top 2",
+                             "skipped:      model.visual.* (3 tensors)", "mtp.* (2 tensors)", "BF16", "F32",
+                             "parameters:   362440"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
+}
+
+TEST(Cli, BadInputGetsAClearErrorAndNoCrash) {
+  const std::string m = test::model_dir("tiny-a");
+  struct Bad {
+    std::string args, needle;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"generate --model " + m + " --tokens 1,x,3", "'x' is not a token id"},
+           {"generate --model " + m + " --tokens 1,,3", "'' is not a token id"},
+           {"generate --model " + m + " --tokens 1,320", "token id 320 at position 1 is outside the vocabulary"},
+           {"generate --model /nonexistent/model --tokens 1", "no config.json"},
+           {"logits --model " + m + " --tokens 1 --out /nonexistent/dir/x.f32", "cannot write"},
+           {"info --model " + m + " --bogus-flag", "bogus-flag"},
+           {"generate --tokens 1", "--model"},
+           {"frobnicate", "frobnicate"},
+       }) {
+    const auto r = test::run_lily(b.args);
+    EXPECT_NE(r.exit_code, 0) << b.args;
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << b.args;
+    EXPECT_NE((r.err + r.out).find(b.needle), std::string::npos) << b.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace lily
