@@ -27,7 +27,7 @@ std::string mixed_text(size_t bytes) {
 }
 
 void BM_Encode(benchmark::State& state) {
-  static auto tok = lily::Tokenizer::load(data_dir() + "/tokenizer/qwen3/tokenizer.json");
+  static auto tok = lily::Tokenizer::load(std::string(LILY_BENCH_TINY_MODEL_DIR) + "/tokenizer.json");
   const std::string text = mixed_text(static_cast<size_t>(state.range(0)));
   size_t tokens = 0;
   for (auto _ : state) {

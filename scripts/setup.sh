@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # First command of the README: install, build, and run Lily on the small
-# model that ships in the repository.
+# model that ships in the repository (models/lily-tiny: the real
+# architecture at toy size with random weights, the real Qwen3 tokenizer and
+# the Qwen3.6 chat template).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-model=tests/data/models/tiny-a-release
-./build/bin/lily info --model "$model"
-echo "greedy continuation of 1,2,3,4,5:"
-./build/bin/lily generate --model "$model" --tokens 1,2,3,4,5 --max-tokens 16
+./build/bin/lily info --model models/lily-tiny
+./build/bin/lily run "hello" --max-tokens 32 --seed 1

@@ -51,9 +51,23 @@ TEST(GatedDelta, ChunkedEqualsRecurrent) {
     for (auto& x : s0) x = n(rng);
     std::vector<float> s_rec = s0, s_chunk = s0, o_rec(T * dv), o_chunk(T * dv, NAN);
     gated_delta_recurrent(in, T, dk, dv, s_rec.data(), o_rec.data(), dv);
-    gated_delta_chunked(in, T, dk, dv, chunk, s_chunk.data(), o_chunk.data(), dv);
+    gated_delta_chunked(in, T, dk, dv, chunk, chunk, s_chunk.data(), o_chunk.data(), dv);
     EXPECT_LE(test::max_row_relative_error(o_chunk, o_rec, dv), 1e-5) << "T=" << T << " dk=" << dk << " dv=" << dv;
     EXPECT_LE(test::max_row_relative_error(s_chunk, s_rec, dk * dv), 1e-5) << "T=" << T;
+  }
+}
+
+TEST(GatedDelta, ShortFirstChunkComputesTheSameRule) {
+  std::mt19937 rng(11);
+  const int64_t T = 100, dk = 8, dv = 8;
+  HeadData h = random_head(T, dk, dv, rng);
+  DeltaHeadInputs in{h.q.data(), h.k.data(), h.v.data(), h.g.data(), h.beta.data(), dk, dk, dv, 1, 1};
+  std::vector<float> s_rec(dk * dv, 0.f), o_rec(T * dv);
+  gated_delta_recurrent(in, T, dk, dv, s_rec.data(), o_rec.data(), dv);
+  for (int64_t first : {1, 5, 63, 64}) {
+    std::vector<float> s(dk * dv, 0.f), o(T * dv, NAN);
+    gated_delta_chunked(in, T, dk, dv, 64, first, s.data(), o.data(), dv);
+    EXPECT_LE(test::max_row_relative_error(o, o_rec, dv), 1e-5) << first;
   }
 }
 

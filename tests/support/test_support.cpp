@@ -16,6 +16,7 @@ namespace fs = std::filesystem;
 
 std::string data_dir() { return LILY_TEST_DATA_DIR; }
 std::string model_dir(const std::string& n) { return data_dir() + "/models/" + n; }
+std::string tiny_model_dir() { return LILY_TINY_MODEL_DIR; }
 
 TempDir::TempDir() {
   std::random_device rd;
@@ -78,10 +79,10 @@ double max_row_relative_error(const std::vector<float>& a, const std::vector<flo
   return worst;
 }
 
-RunResult run_lily(const std::string& args) {
+RunResult run_lily(const std::string& args, const std::string& input_file) {
   TempDir tmp;
   const std::string out = tmp.str() + "/out", err = tmp.str() + "/err";
-  const std::string cmd = std::string(LILY_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const std::string cmd = std::string(LILY_BINARY) + " " + args + " >" + out + " 2>" + err + " <" + input_file;
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

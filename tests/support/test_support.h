@@ -11,6 +11,7 @@ namespace lily::test {
 
 std::string data_dir();                       // tests/data
 std::string model_dir(const std::string& n);  // tests/data/models/<n>
+std::string tiny_model_dir();                 // models/lily-tiny, the model shipped with Lily
 
 // A fresh directory removed when the object goes away.
 class TempDir {
@@ -48,7 +49,7 @@ struct RunResult {
   int exit_code;
   std::string out, err;
 };
-// Runs the lily binary with `args` (shell-quoted by the caller).
-RunResult run_lily(const std::string& args);
+// Runs the lily binary with `args` (shell-quoted by the caller), stdin from `input_file` or /dev/null.
+RunResult run_lily(const std::string& args, const std::string& input_file = "/dev/null");
 
 }  // namespace lily::test

@@ -18,8 +18,8 @@ using nlohmann::ordered_json;
 const std::string kDir = test::data_dir() + "/templates";
 
 std::string template_source(const std::string& name) {
-  if (name == "qwen3.6") return test::read_file(kDir + "/qwen3.6.jinja");
-  return ordered_json::parse(test::read_file(test::data_dir() + "/tokenizer/qwen3/tokenizer_config.json"))["chat_template"];
+  if (name == "qwen3.6") return test::read_file(test::tiny_model_dir() + "/chat_template.jinja");
+  return ordered_json::parse(test::read_file(test::tiny_model_dir() + "/tokenizer_config.json"))["chat_template"];
 }
 
 class TemplateSuite : public ::testing::TestWithParam<std::string> {};

@@ -21,7 +21,7 @@ const std::string kTokDir = test::data_dir() + "/tokenizer";
 class TokenizerSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    tok_ = Tokenizer::load(kTokDir + "/qwen3/tokenizer.json").release();
+    tok_ = Tokenizer::load(test::tiny_model_dir() + "/tokenizer.json").release();
     suite_ = new json(json::parse(test::read_file(kTokDir + "/suite.json")));
     refs_ = new json(json::parse(test::read_file(kTokDir + "/qwen3_ids.json")));
   }
@@ -46,7 +46,7 @@ TEST_F(TokenizerSuite, IdsMatchHuggingFace) {
 
 TEST_F(TokenizerSuite, RegexComesFromTheFile) {
   // The same vocabulary with the Qwen3.5/3.6 Split regex (with \p{M}) tokenizes differently where marks occur.
-  json spec = json::parse(test::read_file(kTokDir + "/qwen3/tokenizer.json"));
+  json spec = json::parse(test::read_file(test::tiny_model_dir() + "/tokenizer.json"));
   for (auto& p : spec["pre_tokenizer"]["pretokenizers"])
     if (p["type"] == "Split") p["pattern"]["Regex"] = (*refs_)["qwen35_regex"];
   auto tok35 = Tokenizer::from_json_text(spec.dump(), "patched tokenizer.json");

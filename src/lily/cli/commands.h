@@ -20,6 +20,11 @@ struct Command {
 Command add_logits_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
+Command add_run_command(CLI::App& app);
+Command add_chat_command(CLI::App& app);
+Command add_template_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
+Command add_detokenize_command(CLI::App& app);
 
 // Parses "1,2,3" into token ids; throws lily::Error on anything else.
 std::vector<int32_t> parse_token_list(const std::string& text);

@@ -11,6 +11,11 @@ int main(int argc, char** argv) {
   CLI::App app{"lily: local inference for Qwen3.6-35B-A3B (qwen3_5_moe)"};
   app.require_subcommand(1);
   const std::vector<lily::cli::Command> commands = {
+      lily::cli::add_run_command(app),
+      lily::cli::add_chat_command(app),
+      lily::cli::add_template_command(app),
+      lily::cli::add_tokenize_command(app),
+      lily::cli::add_detokenize_command(app),
       lily::cli::add_logits_command(app),
       lily::cli::add_generate_command(app),
       lily::cli::add_info_command(app),

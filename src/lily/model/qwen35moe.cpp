@@ -34,7 +34,7 @@ std::vector<float> Qwen35MoeForward::forward(std::span<const int32_t> tokens, Se
     const LayerWeights& L = w.layers[i];
     cpu::rmsnorm(x.data(), T, H, L.input_norm.data(), eps, h.data());
     if (L.kind == LayerKind::LinearAttention)
-      gated_delta_net(L, state.layer(i), h.data(), T, out.data());
+      gated_delta_net(L, state.layer(i), p0, h.data(), T, out.data());
     else
       attention(L, state.layer(i), p0, h.data(), T, out.data());
     for (int64_t j = 0; j < T * H; ++j) x[j] += out[j];
@@ -52,7 +52,8 @@ std::vector<float> Qwen35MoeForward::forward(std::span<const int32_t> tokens, Se
   return logits;
 }
 
-void Qwen35MoeForward::gated_delta_net(const LayerWeights& L, LayerState& s, const float* x, int64_t T, float* out) {
+void Qwen35MoeForward::gated_delta_net(const LayerWeights& L, LayerState& s, int64_t p0, const float* x, int64_t T,
+                                       float* out) {
   const GatedDeltaNetWeights& g = L.gdn;
   const int64_t C = cfg_.gdn_conv_dim(), KD = cfg_.gdn_key_dim(), VD = cfg_.gdn_value_dim();
   const int64_t Hk = cfg_.linear_num_key_heads, Hv = cfg_.linear_num_value_heads;
@@ -88,7 +89,7 @@ void Qwen35MoeForward::gated_delta_net(const LayerWeights& L, LayerState& s, con
     if (T == 1)
       cpu::gated_delta_recurrent(in, T, dk, dv, state, o.data() + hv * dv, VD);
     else
-      cpu::gated_delta_chunked(in, T, dk, dv, kDeltaChunk, state, o.data() + hv * dv, VD);
+      cpu::gated_delta_chunked(in, T, dk, dv, kDeltaChunk, kDeltaChunk - p0 % kDeltaChunk, state, o.data() + hv * dv, VD);
   }
   cpu::gated_rmsnorm(o.data(), z.data(), T * Hv, dv, g.norm.data(), static_cast<float>(cfg_.rms_norm_eps), o.data());
   cpu::matmul(o.data(), T, g.out, out);

@@ -24,11 +24,13 @@ class Qwen35MoeForward {
   // Throws lily::Error for a token outside the vocabulary, before touching the state.
   std::vector<float> forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which);
 
-  // Prompts are processed by the chunked delta rule above one token; this is its chunk length.
+  // Prompts are processed by the chunked delta rule above one token; this is
+  // its chunk length. Chunks are aligned to absolute positions, so resuming
+  // from a state saved at a multiple of it reproduces a fresh prefill exactly.
   static constexpr int64_t kDeltaChunk = 64;
 
  private:
-  void gated_delta_net(const LayerWeights& L, LayerState& s, const float* x, int64_t T, float* out);
+  void gated_delta_net(const LayerWeights& L, LayerState& s, int64_t p0, const float* x, int64_t T, float* out);
   void attention(const LayerWeights& L, LayerState& s, int64_t p0, const float* x, int64_t T, float* out);
 
   const Model& model_;

@@ -50,11 +50,11 @@ void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int
   }
 }
 
-void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk, float* S,
-                         float* out, int64_t out_stride) {
+void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+                         int64_t first_chunk, float* S, float* out, int64_t out_stride) {
   std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), qs(dv);
-  for (int64_t s0 = 0; s0 < T; s0 += chunk) {
-    const int64_t L = std::min(chunk, T - s0);
+  for (int64_t s0 = 0, L = 0; s0 < T; s0 += L) {
+    L = std::min(s0 == 0 ? std::clamp<int64_t>(first_chunk, 1, chunk) : chunk, T - s0);
     auto q = [&](int64_t i) { return in.q + (s0 + i) * in.q_stride; };
     auto k = [&](int64_t i) { return in.k + (s0 + i) * in.k_stride; };
     auto v = [&](int64_t i) { return in.v + (s0 + i) * in.v_stride; };

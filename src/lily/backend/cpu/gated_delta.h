@@ -28,8 +28,11 @@ struct DeltaHeadInputs {
 void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* state, float* out,
                            int64_t out_stride);
 
-// The same rule computed chunk by chunk (WY form with a unitriangular solve per chunk).
-void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk, float* state,
-                         float* out, int64_t out_stride);
+// The same rule computed chunk by chunk (WY form with a unitriangular solve
+// per chunk). The first chunk holds `first_chunk` steps (1..chunk): callers
+// align chunks to absolute positions, so a prompt resumed from a state saved
+// at a multiple of `chunk` is computed with exactly the same arithmetic.
+void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+                         int64_t first_chunk, float* state, float* out, int64_t out_stride);
 
 }  // namespace lily::cpu

@@ -1,0 +1,54 @@
+#include "lily/cli/generation_flags.h"
+
+#include <cstdlib>
+
+#include "lily/error.h"
+
+namespace lily::cli {
+
+void GenerationFlags::add_to(CLI::App* app) {
+  app->add_option("--temperature", temperature, "sampling temperature (0 = greedy)");
+  app->add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)");
+  app->add_option("--top-p", top_p, "nucleus sampling mass");
+  app->add_option("--min-p", min_p, "drop tokens below this fraction of the top probability");
+  app->add_option("--presence-penalty", presence_penalty, "penalty for tokens already generated");
+  app->add_option("--frequency-penalty", frequency_penalty, "penalty per occurrence of a generated token");
+  app->add_option("--repetition-penalty", repetition_penalty, "divide logits of seen tokens (1 = off)");
+  app->add_option("--seed", seed, "random seed for reproducible sampling");
+  app->add_option("--logit-bias", logit_bias, "ID=BIAS added to a token's logit (repeatable)");
+  app->add_option("--stop", stop, "stop when this text is generated (repeatable)");
+  app->add_option("--max-tokens", max_tokens, "maximum tokens to generate")->check(CLI::PositiveNumber);
+  app->add_flag("--no-think", no_think, "answer without a reasoning phase (enable_thinking=false)");
+  app->add_flag("--hide-reasoning", hide_reasoning, "do not print the reasoning");
+  app->add_option("--system", system, "system prompt");
+}
+
+SamplingParams GenerationFlags::sampling(const Engine& engine) const {
+  SamplingParams p = engine.default_sampling();
+  if (temperature) p.temperature = *temperature;
+  if (top_k) p.top_k = *top_k;
+  if (top_p) p.top_p = *top_p;
+  if (min_p) p.min_p = *min_p;
+  if (presence_penalty) p.presence_penalty = *presence_penalty;
+  if (frequency_penalty) p.frequency_penalty = *frequency_penalty;
+  if (repetition_penalty) p.repetition_penalty = *repetition_penalty;
+  if (seed) p.seed = *seed;
+  for (const auto& b : logit_bias) {
+    const size_t eq = b.find('=');
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument(b);
+      p.logit_bias[std::stoi(b.substr(0, eq))] = std::stof(b.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw Error("--logit-bias: '" + b + "' is not ID=BIAS");
+    }
+  }
+  p.validate();
+  return p;
+}
+
+std::string default_model() {
+  if (const char* m = std::getenv("LILY_MODEL"); m && *m) return m;
+  return LILY_DEFAULT_MODEL_DIR;
+}
+
+}  // namespace lily::cli

@@ -1,0 +1,35 @@
+// Command-line flags shared by the commands that generate text: the model,
+// sampling parameters, limits and thinking, applied over the model's defaults.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lily/runtime/engine.h"
+#include "lily/runtime/sampler.h"
+
+namespace lily::cli {
+
+struct GenerationFlags {
+  std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
+  std::optional<int64_t> top_k;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> logit_bias;  // "ID=BIAS"
+  std::vector<std::string> stop;
+  int64_t max_tokens = 512;
+  bool no_think = false;
+  bool hide_reasoning = false;
+  std::string system;
+
+  void add_to(CLI::App* app);
+  // The model's defaults with the flags given on the command line applied.
+  SamplingParams sampling(const Engine& engine) const;
+};
+
+// The model directory to use: the one named, else $LILY_MODEL, else the small model shipped with Lily.
+std::string default_model();
+
+}  // namespace lily::cli

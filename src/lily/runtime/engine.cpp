@@ -1,0 +1,55 @@
+#include "lily/runtime/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lily/error.h"
+#include "lily/io/model_locator.h"
+
+namespace lily {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Engine> Engine::load(const std::string& path_or_repo) {
+  auto e = std::make_unique<Engine>();
+  e->dir_ = locate_model(path_or_repo);
+  const fs::path tok = fs::path(e->dir_) / "tokenizer.json";
+  if (!fs::exists(tok)) throw Error(e->dir_ + ": no tokenizer.json (needed to turn text into tokens)");
+  e->model_ = Model::load(e->dir_);
+  e->tokenizer_ = Tokenizer::load(tok.string());
+  e->template_ = ChatTemplate::from_model_dir(e->dir_);
+  e->defaults_ = SamplingParams::from_generation_config(e->dir_);
+
+  auto add = [&](int64_t id) {
+    if (id >= 0 && std::find(e->stop_ids_.begin(), e->stop_ids_.end(), id) == e->stop_ids_.end()) e->stop_ids_.push_back(id);
+  };
+  const fs::path gen = fs::path(e->dir_) / "generation_config.json";
+  if (fs::exists(gen)) {
+    std::ifstream in(gen);
+    try {
+      const auto j = nlohmann::json::parse(in);
+      if (j.contains("eos_token_id")) {
+        if (j["eos_token_id"].is_number_integer()) add(j["eos_token_id"].get<int64_t>());
+        if (j["eos_token_id"].is_array())
+          for (const auto& x : j["eos_token_id"])
+            if (x.is_number_integer()) add(x.get<int64_t>());
+      }
+    } catch (const nlohmann::json::exception& ex) {
+      throw Error(gen.string() + ": malformed JSON: " + ex.what());
+    }
+  }
+  if (e->tokenizer_->eos_token)
+    if (auto id = e->tokenizer_->token_id(*e->tokenizer_->eos_token)) add(*id);
+  for (int64_t id : e->model_->config().eos_token_ids) add(id);
+  return e;
+}
+
+std::vector<int32_t> Engine::chat_prompt(const ChatRequest& req, std::string* text) const {
+  const std::string rendered = template_->render(req);
+  if (text) *text = rendered;
+  return tokenizer_->encode(rendered);
+}
+
+}  // namespace lily

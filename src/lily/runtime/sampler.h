@@ -1,0 +1,54 @@
+// Turns logits into the next token: logit bias, repetition / presence /
+// frequency penalties, temperature, top-k, top-p, min-p, then a draw from a
+// seeded generator (or the argmax when temperature is 0), so runs with the
+// same seed are reproducible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace lily {
+
+struct SamplingParams {
+  double temperature = 1.0;  // 0 = greedy
+  int64_t top_k = 0;         // 0 = off
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double repetition_penalty = 1.0;
+  std::map<int32_t, float> logit_bias;
+  std::optional<uint64_t> seed;
+
+  // Defaults from a model's generation_config.json (missing file: these defaults).
+  static SamplingParams from_generation_config(const std::string& model_dir);
+  // Throws lily::Error naming the first parameter out of range.
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams p);
+
+  // Tokens that count for the repetition penalty (the prompt) before generation starts.
+  void set_context(std::span<const int32_t> tokens);
+  // Picks a token from `logits` (modified in place) and records it.
+  int32_t sample(std::vector<float>& logits);
+
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::unordered_map<int32_t, int32_t> generated_counts_;
+  std::vector<int32_t> seen_;  // prompt and generated tokens, for the repetition penalty
+  std::vector<char> seen_mask_;
+};
+
+}  // namespace lily

@@ -1,0 +1,55 @@
+#include "lily/runtime/session.h"
+
+#include <algorithm>
+
+#include "lily/error.h"
+
+namespace lily {
+
+namespace {
+bool is_prefix(const std::vector<int32_t>& p, const std::vector<int32_t>& of) {
+  return p.size() <= of.size() && std::equal(p.begin(), p.end(), of.begin());
+}
+}  // namespace
+
+Session::Session(const Model& model) : model_(model), fwd_(model), state_(model.config()) {}
+
+void Session::reset() {
+  state_.reset();
+  tokens_.clear();
+}
+
+std::vector<float> Session::feed(std::span<const int32_t> toks) {
+  std::vector<float> logits = fwd_.forward(toks, state_, LogitsFor::LastPosition);
+  tokens_.insert(tokens_.end(), toks.begin(), toks.end());
+  return logits;
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& prompt, size_t checkpoint_at) {
+  if (prompt.empty()) throw Error("the prompt is empty");
+  // At least the last prompt token must be computed to have its logits.
+  if (!(is_prefix(tokens_, prompt) && tokens_.size() < prompt.size())) {
+    if (checkpoint_ && is_prefix(checkpoint_->tokens, prompt) && checkpoint_->tokens.size() < prompt.size()) {
+      state_ = checkpoint_->state;
+      tokens_ = checkpoint_->tokens;
+    } else {
+      reset();
+    }
+  }
+  reused_ = tokens_.size();
+  const std::span<const int32_t> all(prompt);
+  std::vector<float> logits;
+  if (checkpoint_at > tokens_.size() && checkpoint_at < prompt.size()) {
+    feed(all.subspan(tokens_.size(), checkpoint_at - tokens_.size()));
+    checkpoint_ = Checkpoint{state_, tokens_};
+  } else if (checkpoint_at == prompt.size()) {
+    logits = feed(all.subspan(tokens_.size()));
+    checkpoint_ = Checkpoint{state_, tokens_};
+    return logits;
+  }
+  return feed(all.subspan(tokens_.size()));
+}
+
+std::vector<float> Session::step(int32_t token) { return feed(std::span<const int32_t>(&token, 1)); }
+
+}  // namespace lily

@@ -1,0 +1,49 @@
+// One conversation's place in the model: the sequence state, the tokens it
+// holds, and a checkpoint of the state at a chosen position (the end of the
+// history), so a later prompt that extends that history only prefills what
+// is new. The GDN state cannot be rolled back token by token, which is why
+// reuse goes through a saved copy rather than truncation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "lily/model/qwen35moe.h"
+
+namespace lily {
+
+class Session {
+ public:
+  explicit Session(const Model& model);
+
+  // Brings the state to hold exactly `prompt` and returns the logits of its
+  // last token. Reuses the current state or the checkpoint when either holds
+  // a prefix of `prompt`. When `checkpoint_at` lies inside the part computed
+  // now, the state at that position is saved as the new checkpoint.
+  std::vector<float> prefill(const std::vector<int32_t>& prompt, size_t checkpoint_at = 0);
+  // Feeds one generated token; returns the next logits.
+  std::vector<float> step(int32_t token);
+  void reset();
+
+  size_t reused_tokens() const { return reused_; }  // of the last prefill
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const Model& model() const { return model_; }
+
+ private:
+  std::vector<float> feed(std::span<const int32_t> toks);
+
+  const Model& model_;
+  Qwen35MoeForward fwd_;
+  SequenceState state_;
+  std::vector<int32_t> tokens_;
+  struct Checkpoint {
+    SequenceState state;
+    std::vector<int32_t> tokens;
+  };
+  std::optional<Checkpoint> checkpoint_;
+  size_t reused_ = 0;
+};
+
+}  // namespace lily
