@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       lily::cli::add_template_command(app),
       lily::cli::add_tokenize_command(app),
       lily::cli::add_detokenize_command(app),
+      lily::cli::add_quantize_command(app),
       lily::cli::add_logits_command(app),
       lily::cli::add_generate_command(app),
       lily::cli::add_info_command(app),

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lily/error.h"
+#include "lily/quant/affine.h"
 
 namespace lily {
 
@@ -66,6 +67,38 @@ std::vector<int64_t> token_ids(const json& v) {
   return ids;
 }
 
+}  // namespace
+
+QuantizationConfig::Override QuantizationConfig::for_module(const std::string& path) const {
+  auto it = overrides.find(path);
+  return it == overrides.end() ? Override{bits, group_size} : it->second;
+}
+
+namespace {
+QuantizationConfig parse_quantization(const json& q, const std::string& source) {
+  QuantizationConfig out;
+  FieldReader r(q, source + " quantization");
+  auto check = [&](int bits, int gs, const std::string& where) {
+    if (!quant::supported_bits(bits))
+      r.fail(where, "has bits " + std::to_string(bits) + ", which Lily does not support (2, 3, 4, 5, 6 or 8)");
+    if (!quant::supported_group_size(gs))
+      r.fail(where, "has group_size " + std::to_string(gs) + ", which Lily does not support (32, 64 or 128)");
+  };
+  const std::string mode = r.string_or("mode", "affine");
+  if (mode != "affine") r.fail("mode", "is '" + mode + "'; only MLX affine quantization is supported");
+  out.bits = static_cast<int>(r.positive_int("bits"));
+  out.group_size = static_cast<int>(r.positive_int_or("group_size", 64));
+  check(out.bits, out.group_size, "bits");
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (!it.value().is_object()) continue;
+    FieldReader o(it.value(), source + " quantization." + it.key());
+    const int bits = static_cast<int>(o.positive_int_or("bits", out.bits));
+    const int gs = static_cast<int>(o.positive_int_or("group_size", out.group_size));
+    check(bits, gs, it.key());
+    out.overrides[it.key()] = {bits, gs};
+  }
+  return out;
+}
 }  // namespace
 
 ModelConfig ModelConfig::parse(const std::string& text, const std::string& source) {
@@ -156,6 +189,9 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
   if (c.experts_per_token > c.num_experts) r.fail("num_experts_per_tok", "exceeds num_experts");
   c.moe_intermediate_size = r.positive_int("moe_intermediate_size");
   c.shared_expert_intermediate_size = r.positive_int("shared_expert_intermediate_size");
+
+  if (root.contains("quantization") && root["quantization"].is_object())
+    c.quantization = parse_quantization(root["quantization"], source);
 
   c.eos_token_ids = token_ids(r.has("eos_token_id") ? r.raw("eos_token_id") : root.value("eos_token_id", json()));
   const auto bos = token_ids(r.has("bos_token_id") ? r.raw("bos_token_id") : root.value("bos_token_id", json()));

@@ -4,12 +4,28 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace lily {
 
 enum class LayerKind { LinearAttention, FullAttention };
+
+// The `quantization` block of an MLX config.json: a default and per-module
+// overrides (the module path as in the checkpoint, e.g.
+// "language_model.model.layers.0.mlp.gate").
+struct QuantizationConfig {
+  int bits = 0;  // 0: the checkpoint is not quantized
+  int group_size = 0;
+  struct Override {
+    int bits, group_size;
+  };
+  std::map<std::string, Override> overrides;
+
+  // bits and group size for a module (its path without ".weight").
+  Override for_module(const std::string& path) const;
+};
 
 struct ModelConfig {
   std::string model_type;  // as found at the top of config.json
@@ -41,6 +57,7 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   int64_t shared_expert_intermediate_size = 0;
 
+  QuantizationConfig quantization;
   std::vector<int64_t> eos_token_ids;
   int64_t bos_token_id = -1;
 

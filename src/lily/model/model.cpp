@@ -1,6 +1,6 @@
 #include "lily/model/model.h"
 
-#include "lily/model/hf_binding.h"
+#include "lily/model/binding.h"
 
 namespace lily {
 
@@ -8,6 +8,7 @@ const char* layout_name(CheckpointLayout l) {
   switch (l) {
     case CheckpointLayout::HfRelease: return "hf-release (model.language_model.*, fused experts)";
     case CheckpointLayout::HfTextModel: return "hf-text (model.*, transformers text model)";
+    case CheckpointLayout::Mlx: return "mlx (language_model.model.*, switch_mlp experts)";
   }
   return "?";
 }
@@ -17,7 +18,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   m->dir_ = dir;
   m->config_ = ModelConfig::load(dir);
   m->archive_ = SafetensorsArchive::open_dir(dir);
-  m->weights_ = bind_hf_weights(*m->archive_, m->config_, &m->report_);
+  m->weights_ = bind_weights(*m->archive_, m->config_, &m->report_);
   return m;
 }
 

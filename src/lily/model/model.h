@@ -17,12 +17,14 @@ namespace lily {
 enum class CheckpointLayout {
   HfRelease,    // official release: model.language_model.*, fused 3-D experts, visual + mtp present
   HfTextModel,  // transformers save_pretrained of the text model: model.*, per-expert tensors
+  Mlx,          // mlx-lm / mlx-vlm conversion: language_model.model.*, switch_mlp experts, maybe quantized
 };
 const char* layout_name(CheckpointLayout l);
 
 struct LoadReport {
   CheckpointLayout layout = CheckpointLayout::HfTextModel;
   bool fused_experts = false;
+  bool quantized = false;
   std::map<std::string, int> skipped_groups;  // "model.visual" -> tensor count, "mtp" -> ...
   std::vector<std::string> ignored;           // other tensors the text model does not use
   std::map<std::string, int64_t> dtype_counts;  // "BF16" -> number of tensors
@@ -40,6 +42,7 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   const LoadReport& report() const { return report_; }
   const std::string& dir() const { return dir_; }
+  const SafetensorsArchive& archive() const { return *archive_; }
 
   // Bytes of per-sequence state: the GDN conv + recurrent state (fixed) and the KV cache per token.
   size_t recurrent_state_bytes() const;

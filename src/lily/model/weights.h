@@ -13,17 +13,27 @@
 
 namespace lily {
 
-// A row-major [rows, cols] matrix used as y = W x; `data` points into a mapped file.
+// A row-major [rows, cols] matrix used as y = W x; `data` points into a
+// mapped file. Either plain (F32, F16, BF16 elements) or affine-quantized as
+// MLX stores it: packed `bits`-bit rows with a scale and a bias per group of
+// `group_size` inputs ([rows, cols / group_size] of `scale_dtype`).
 struct Matrix {
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // element type of a plain matrix
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  int bits = 0;              // > 0: quantized
+  int group_size = 0;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  DType scale_dtype = DType::BF16;
 
-  size_t bytes() const { return static_cast<size_t>(rows * cols) * dtype_size(dtype); }
-  const void* row(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r * cols) * dtype_size(dtype);
-  }
+  bool quantized() const { return bits > 0; }
+  size_t row_bytes() const;
+  size_t bytes() const;  // weights plus scales and biases
+  const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes(); }
+  // Row `r` as floats (converted or dequantized).
+  void row_to_float(int64_t r, float* out) const;
 };
 
 struct GatedDeltaNetWeights {

@@ -1,0 +1,82 @@
+#include "lily/quant/affine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace lily::quant {
+
+bool supported_bits(int bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8; }
+bool supported_group_size(int gs) { return gs == 32 || gs == 64 || gs == 128; }
+
+uint32_t unpack(const uint8_t* row, int64_t index, int bits) {
+  const uint64_t bit = static_cast<uint64_t>(index) * static_cast<uint64_t>(bits);
+  const uint8_t* p = row + bit / 8;
+  const unsigned shift = bit % 8;
+  // a value spans at most two bytes (bits <= 8)
+  uint32_t v = p[0] >> shift;
+  if (shift + bits > 8) v |= static_cast<uint32_t>(p[1]) << (8 - shift);
+  return v & ((1u << bits) - 1u);
+}
+
+namespace {
+float scale_at(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::BF16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    default: return f16_to_float(static_cast<const uint16_t*>(p)[i]);
+  }
+}
+}  // namespace
+
+void dequantize_row(const uint8_t* packed, const void* scales, const void* biases, DType st, int64_t cols, int bits,
+                    int group_size, float* out) {
+  for (int64_t g = 0; g < cols / group_size; ++g) {
+    const float s = scale_at(scales, st, g), b = scale_at(biases, st, g);
+    for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
+      out[c] = s * static_cast<float>(unpack(packed, c, bits)) + b;
+  }
+}
+
+QuantizedRows quantize(const float* w, int64_t rows, int64_t cols, int bits, int group_size) {
+  QuantizedRows q;
+  const size_t row_bytes = packed_row_bytes(cols, bits);
+  q.packed.assign(static_cast<size_t>(rows) * row_bytes, 0);
+  const int64_t groups = cols / group_size;
+  q.scales.resize(static_cast<size_t>(rows * groups));
+  q.biases.resize(static_cast<size_t>(rows * groups));
+  const float n_bins = static_cast<float>((1 << bits) - 1);
+  const float eps = 1e-7f;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* out = q.packed.data() + static_cast<size_t>(r) * row_bytes;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* x = w + r * cols + g * group_size;
+      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+      for (int j = 0; j < group_size; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+      // The edge of larger magnitude is represented exactly; the scale's sign
+      // points from it into the group.
+      const bool low_edge = std::abs(lo) > std::abs(hi);
+      float scale = std::max((hi - lo) / n_bins, eps);
+      if (!low_edge) scale = -scale;
+      const float edge = low_edge ? lo : hi;
+      const float q0 = std::rint(edge / scale);
+      float bias = 0;
+      if (q0 != 0) {
+        scale = edge / q0;
+        bias = edge;
+      }
+      for (int j = 0; j < group_size; ++j) {
+        const float v = std::clamp(std::rint((x[j] - bias) / scale), 0.0f, n_bins);
+        const uint64_t bit = static_cast<uint64_t>(g * group_size + j) * static_cast<uint64_t>(bits);
+        const uint32_t qv = static_cast<uint32_t>(v);
+        out[bit / 8] |= static_cast<uint8_t>(qv << (bit % 8));
+        if (bit % 8 + bits > 8) out[bit / 8 + 1] |= static_cast<uint8_t>(qv >> (8 - bit % 8));
+      }
+      q.scales[r * groups + g] = scale;
+      q.biases[r * groups + g] = bias;
+    }
+  }
+  return q;
+}
+
+}  // namespace lily::quant
