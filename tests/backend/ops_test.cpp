@@ -1,6 +1,7 @@
 // CPU ops against plain double-precision computations written out here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -8,6 +9,8 @@
 #include "lily/backend/cpu/elementwise.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/moe.h"
+#include "lily/backend/cpu/thread_pool.h"
+#include "lily/quant/affine.h"
 #include "support/test_support.h"
 
 namespace lily::cpu {
@@ -116,6 +119,71 @@ TEST(Moe, RouteTakesTopKAndRenormalises) {
   EXPECT_EQ(r.expert[2], 0);
   EXPECT_EQ(r.expert[3], 2);
   EXPECT_NEAR(r.weight[2], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+}
+
+}  // namespace
+}  // namespace lily::cpu
+
+namespace lily::cpu {
+namespace {
+
+TEST(Matmul, FastEqualsReferenceOnAwkwardSizes) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0.f, 1.f);
+  ThreadPool::set_threads(3);
+  for (int64_t R : {1, 37, 130})
+    for (int64_t C : {64, 192}) {
+      std::vector<float> w(R * C);
+      for (auto& a : w) a = n(rng);
+      std::vector<uint16_t> wb(R * C), wh(R * C);
+      for (int64_t i = 0; i < R * C; ++i) wb[i] = float_to_bf16(w[i]), wh[i] = float_to_f16(w[i]);
+      std::vector<Matrix> mats = {Matrix{DType::F32, w.data(), R, C}, Matrix{DType::BF16, wb.data(), R, C},
+                                  Matrix{DType::F16, wh.data(), R, C}};
+      std::vector<quant::QuantizedRows> keep;
+      for (int bits : {2, 3, 4, 5, 6, 8})
+        for (int gs : {32, 64}) {
+          keep.push_back(quant::quantize(w.data(), R, C, bits, gs));
+          Matrix m{DType::U32, keep.back().packed.data(), R, C};
+          m.bits = bits;
+          m.group_size = gs;
+          m.scale_dtype = DType::F32;
+          m.scales = keep.back().scales.data();
+          m.biases = keep.back().biases.data();
+          mats.push_back(m);
+        }
+      for (const Matrix& m : mats)
+        for (int64_t T : {1, 3, 5, 17}) {
+          std::vector<float> x(T * C), fast(T * R, NAN), ref(T * R);
+          for (auto& a : x) a = n(rng);
+          matmul(x.data(), T, m, fast.data());
+          matmul_reference(x.data(), T, m, ref.data());
+          // against the exact dot of the same weights, relative to the sum of |w x| (float rounding's scale)
+          std::vector<float> row(C);
+          double worst = 0;
+          for (int64_t r = 0; r < R; ++r) {
+            m.row_to_float(r, row.data());
+            for (int64_t t = 0; t < T; ++t) {
+              double exact = 0, mag = 0;
+              for (int64_t c = 0; c < C; ++c) exact += double(row[c]) * x[t * C + c], mag += std::abs(double(row[c]) * x[t * C + c]);
+              worst = std::max({worst, std::abs(fast[t * R + r] - exact) / mag, std::abs(ref[t * R + r] - exact) / mag});
+            }
+          }
+          EXPECT_LE(worst, 1e-6) << "R=" << R << " C=" << C << " T=" << T << " bits=" << m.bits
+                                 << " dtype=" << dtype_name(m.dtype);
+        }
+    }
+  ThreadPool::set_threads(2);
+}
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 7, 1000}) {
+    std::vector<int> hits(static_cast<size_t>(n), 0);
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int h : hits) EXPECT_EQ(h, 1);
+  }
 }
 
 }  // namespace

@@ -1,42 +1,97 @@
 #include "lily/backend/cpu/matmul.h"
 
+#include <algorithm>
 #include <vector>
+
+#include "lily/backend/cpu/kernels.h"
+#include "lily/backend/cpu/thread_pool.h"
 
 namespace lily::cpu {
 
 namespace {
-inline float dot(const float* a, const float* b, int64_t n) {
+inline float plain_dot(const float* a, const float* b, int64_t n) {
   float s = 0.f;
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
+
+// Row r of W as floats: a pointer into W itself when it is F32, else converted into buf.
+const float* row_floats(const Matrix& W, int64_t r, float* buf) {
+  if (!W.quantized() && W.dtype == DType::F32) return static_cast<const float*>(W.row(r));
+  if (!W.quantized() && W.dtype == DType::BF16)
+    kernels::bf16_to_f32(static_cast<const uint16_t*>(W.row(r)), buf, W.cols);
+  else
+    W.row_to_float(r, buf);
+  return buf;
+}
+
+void scales_to_float(const Matrix& W, int64_t r, int64_t groups, float* s, float* b) {
+  const size_t off = static_cast<size_t>(r * groups) * dtype_size(W.scale_dtype);
+  convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.scales) + off, s, static_cast<size_t>(groups));
+  convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.biases) + off, b, static_cast<size_t>(groups));
+}
+
+// Rows are handed out in blocks large enough that waking a thread pays off.
+int64_t row_grain(const Matrix& W, int64_t T) {
+  const int64_t work_per_row = W.cols * std::max<int64_t>(T, 1);
+  return std::max<int64_t>(8, (1 << 16) / std::max<int64_t>(work_per_row, 1));
+}
 }  // namespace
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
+void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
   const int64_t R = W.rows, C = W.cols;
-  if (!W.quantized() && W.dtype == DType::F32) {
-    const auto* w = static_cast<const float*>(W.data);
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t t = 0; t < T; ++t) y[t * R + r] = dot(w + r * C, x + t * C, C);
-    return;
-  }
-  // Convert each weight row once and reuse it for every input row.
   std::vector<float> row(static_cast<size_t>(C));
   for (int64_t r = 0; r < R; ++r) {
     W.row_to_float(r, row.data());
-    for (int64_t t = 0; t < T; ++t) y[t * R + r] = dot(row.data(), x + t * C, C);
+    for (int64_t t = 0; t < T; ++t) y[t * R + r] = plain_dot(row.data(), x + t * C, C);
   }
+}
+
+void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
+  const int64_t R = W.rows, C = W.cols;
+  ThreadPool& pool = ThreadPool::global();
+  if (W.quantized() && (W.bits == 4 || W.bits == 8) && T <= 4) {
+    // Decode: read the packed bytes once, dequantizing inside the dot.
+    const int gs = W.group_size;
+    const int64_t groups = C / gs;
+    std::vector<float> xsum(static_cast<size_t>(T * groups));
+    for (int64_t t = 0; t < T; ++t) kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
+    pool.parallel_for(R, row_grain(W, T), [&](int64_t b, int64_t e) {
+      std::vector<float> s(static_cast<size_t>(groups)), bi(static_cast<size_t>(groups));
+      for (int64_t r = b; r < e; ++r) {
+        scales_to_float(W, r, groups, s.data(), bi.data());
+        const auto* q = static_cast<const uint8_t*>(W.row(r));
+        for (int64_t t = 0; t < T; ++t)
+          y[t * R + r] = W.bits == 4 ? kernels::dot_q4(q, x + t * C, xsum.data() + t * groups, s.data(), bi.data(), groups, gs)
+                                     : kernels::dot_q8(q, x + t * C, xsum.data() + t * groups, s.data(), bi.data(), groups, gs);
+      }
+    });
+    return;
+  }
+  // Otherwise a block of rows is converted to floats once and used for every input row.
+  constexpr int64_t kBlock = 16;
+  pool.parallel_for(R, row_grain(W, T), [&](int64_t b, int64_t e) {
+    std::vector<float> buf(static_cast<size_t>(kBlock * C));
+    const float* rows[kBlock];
+    for (int64_t r0 = b; r0 < e; r0 += kBlock) {
+      const int64_t n = std::min(kBlock, e - r0);
+      for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(W, r0 + i, buf.data() + i * C);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xt = x + t * C;
+        float* yt = y + t * R + r0;
+        for (int64_t i = 0; i < n; ++i) yt[i] = kernels::dot(rows[i], xt, C);
+      }
+    }
+  });
 }
 
 float dot_row(const Matrix& W, int64_t r, const float* x) {
   std::vector<float> row(static_cast<size_t>(W.cols));
-  W.row_to_float(r, row.data());
-  return dot(row.data(), x, W.cols);
+  return kernels::dot(row_floats(W, r, row.data()), x, W.cols);
 }
 
 void gather_rows(const Matrix& W, const int32_t* ids, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i)
-    W.row_to_float(ids[i], out + i * W.cols);
+  for (int64_t i = 0; i < n; ++i) W.row_to_float(ids[i], out + i * W.cols);
 }
 
 }  // namespace lily::cpu

@@ -1,0 +1,25 @@
+// Inner loops of the matrix products, compiled for several x86 vector widths
+// and picked at run time (plain portable code elsewhere, NEON included):
+// float dots, BF16/F16 row conversion, and fused dequantize-and-dot for MLX
+// 4- and 8-bit rows, where each group contributes
+// scale * sum(q * x) + bias * sum(x) so the bias costs one multiply per group.
+#pragma once
+
+#include <cstdint>
+
+namespace lily::cpu::kernels {
+
+float dot(const float* a, const float* b, int64_t n);
+// y[i] += a * x[i]
+void axpy(float a, const float* x, float* y, int64_t n);
+void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
+
+// Sum of each group of `gs` inputs: xsum[g] = sum(x[g*gs .. (g+1)*gs)).
+void group_sums(const float* x, int64_t n, int gs, float* xsum);
+// One quantized row dotted with x; scales and biases already in float.
+float dot_q4(const uint8_t* q, const float* x, const float* xsum, const float* scales, const float* biases,
+             int64_t groups, int gs);
+float dot_q8(const uint8_t* q, const float* x, const float* xsum, const float* scales, const float* biases,
+             int64_t groups, int gs);
+
+}  // namespace lily::cpu::kernels
