@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
       lily::cli::add_tokenize_command(app),
       lily::cli::add_detokenize_command(app),
       lily::cli::add_quantize_command(app),
+      lily::cli::add_synth_command(app),
+      lily::cli::add_bench_command(app),
       lily::cli::add_logits_command(app),
       lily::cli::add_generate_command(app),
       lily::cli::add_info_command(app),

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +28,26 @@ class SafetensorsWriter {
   };
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
+};
+
+// Writes a safetensors file whose tensors are too large to hold in memory
+// together: all names, dtypes and shapes are declared first (so the header
+// can be written), then each tensor's bytes are produced in declared order.
+class SafetensorsStreamWriter {
+ public:
+  void declare(const std::string& name, DType dtype, std::vector<int64_t> shape);
+  // `produce(i, bytes, out)` must write exactly `bytes`, the declared size of tensor i.
+  void write(const std::string& path, const std::function<void(size_t, size_t, std::ostream&)>& produce) const;
+  size_t total_bytes() const;
+
+ private:
+  struct Decl {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    size_t bytes;
+  };
+  std::vector<Decl> decls_;
 };
 
 }  // namespace lily

@@ -30,6 +30,26 @@ size_t Model::recurrent_state_bytes() const {
   return per_layer * static_cast<size_t>(c.num_layers_of(LayerKind::LinearAttention));
 }
 
+size_t Model::decode_bytes_per_token(int64_t context) const {
+  const ModelConfig& c = config_;
+  const ModelWeights& w = weights_;
+  size_t b = w.embed.row_bytes() + w.lm_head.bytes();
+  for (const LayerWeights& L : w.layers) {
+    if (L.kind == LayerKind::LinearAttention) {
+      for (const Matrix* m : {&L.gdn.in_qkv, &L.gdn.in_z, &L.gdn.in_b, &L.gdn.in_a, &L.gdn.out}) b += m->bytes();
+      // the recurrent state is read and written once
+      b += 2 * static_cast<size_t>(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim) * 4;
+    } else {
+      for (const Matrix* m : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) b += m->bytes();
+      b += static_cast<size_t>(context) * 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim) * 4;
+    }
+    const MoeWeights& m = L.moe;
+    b += m.router.bytes() + m.shared_gate.bytes() + m.shared_up.bytes() + m.shared_down.bytes() + m.shared_expert_gate.bytes();
+    b += static_cast<size_t>(c.experts_per_token) * (m.gate[0].bytes() + m.up[0].bytes() + m.down[0].bytes());
+  }
+  return b;
+}
+
 size_t Model::kv_bytes_per_token() const {
   const ModelConfig& c = config_;
   return static_cast<size_t>(2 * c.num_kv_heads * c.head_dim) * sizeof(float) *

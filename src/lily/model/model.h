@@ -47,6 +47,9 @@ class Model {
   // Bytes of per-sequence state: the GDN conv + recurrent state (fixed) and the KV cache per token.
   size_t recurrent_state_bytes() const;
   size_t kv_bytes_per_token() const;
+  // Bytes one decode step must read at `context` tokens: the weights it
+  // touches (the routed experts on average) plus the caches and GDN state.
+  size_t decode_bytes_per_token(int64_t context) const;
 
  private:
   std::string dir_;

@@ -8,6 +8,7 @@
 #include "lily/backend/cpu/gated_delta.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/moe.h"
+#include "lily/backend/cpu/thread_pool.h"
 #include "lily/error.h"
 
 namespace lily {
@@ -81,16 +82,20 @@ void Qwen35MoeForward::gated_delta_net(const LayerWeights& L, LayerState& s, int
 
   Buffer o(T * VD);
   const int64_t group = Hv / Hk;  // v head h reads q/k head h / group
-  for (int64_t hv = 0; hv < Hv; ++hv) {
-    const int64_t hk = hv / group;
-    cpu::DeltaHeadInputs in{mixed.data() + hk * dk, mixed.data() + KD + hk * dk, mixed.data() + 2 * KD + hv * dv,
-                            a.data() + hv, b.data() + hv, C, C, C, Hv, Hv};
-    float* state = s.recurrent.data() + hv * dk * dv;
-    if (T == 1)
-      cpu::gated_delta_recurrent(in, T, dk, dv, state, o.data() + hv * dv, VD);
-    else
-      cpu::gated_delta_chunked(in, T, dk, dv, kDeltaChunk, kDeltaChunk - p0 % kDeltaChunk, state, o.data() + hv * dv, VD);
-  }
+  // heads are independent: each owns its state and its slice of the output
+  cpu::ThreadPool::global().parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t hv = h0; hv < h1; ++hv) {
+      const int64_t hk = hv / group;
+      cpu::DeltaHeadInputs in{mixed.data() + hk * dk, mixed.data() + KD + hk * dk, mixed.data() + 2 * KD + hv * dv,
+                              a.data() + hv, b.data() + hv, C, C, C, Hv, Hv};
+      float* state = s.recurrent.data() + hv * dk * dv;
+      if (T == 1)
+        cpu::gated_delta_recurrent(in, T, dk, dv, state, o.data() + hv * dv, VD);
+      else
+        cpu::gated_delta_chunked(in, T, dk, dv, kDeltaChunk, kDeltaChunk - p0 % kDeltaChunk, state, o.data() + hv * dv,
+                                 VD);
+    }
+  });
   cpu::gated_rmsnorm(o.data(), z.data(), T * Hv, dv, g.norm.data(), static_cast<float>(cfg_.rms_norm_eps), o.data());
   cpu::matmul(o.data(), T, g.out, out);
 }

@@ -33,8 +33,21 @@ void dequantize_row(const uint8_t* packed, const void* scales, const void* biase
                     int group_size, float* out) {
   for (int64_t g = 0; g < cols / group_size; ++g) {
     const float s = scale_at(scales, st, g), b = scale_at(biases, st, g);
-    for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
-      out[c] = s * static_cast<float>(unpack(packed, c, bits)) + b;
+    float* o = out + g * group_size;
+    if (bits == 4) {  // the common widths get byte loops the compiler vectorises
+      const uint8_t* p = packed + g * group_size / 2;
+#pragma omp simd
+      for (int j = 0; j < group_size / 2; ++j) {
+        o[2 * j] = s * static_cast<float>(p[j] & 15) + b;
+        o[2 * j + 1] = s * static_cast<float>(p[j] >> 4) + b;
+      }
+    } else if (bits == 8) {
+      const uint8_t* p = packed + g * group_size;
+#pragma omp simd
+      for (int j = 0; j < group_size; ++j) o[j] = s * static_cast<float>(p[j]) + b;
+    } else {
+      for (int64_t c = 0; c < group_size; ++c) o[c] = s * static_cast<float>(unpack(packed, g * group_size + c, bits)) + b;
+    }
   }
 }
 

@@ -77,7 +77,9 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
       for (int64_t a = 0; a < dk; ++a) Wi[a] = wi * k(i)[a];
       for (int64_t j = 0; j < i; ++j) {
         const float aij = A[i * chunk + j];
+#pragma omp simd
         for (int64_t c = 0; c < dv; ++c) Ui[c] -= aij * U[j * dv + c];
+#pragma omp simd
         for (int64_t a = 0; a < dk; ++a) Wi[a] -= aij * W[j * dk + a];
       }
     }
@@ -87,6 +89,7 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
       for (int64_t c = 0; c < dv; ++c) Vi[c] = U[i * dv + c];
       for (int64_t a = 0; a < dk; ++a) {
         const float wa = W[i * dk + a];
+#pragma omp simd
         for (int64_t c = 0; c < dv; ++c) Vi[c] -= wa * S[a * dv + c];
       }
     }
@@ -96,6 +99,7 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
       for (int64_t c = 0; c < dv; ++c) qs[c] = 0.f;
       for (int64_t a = 0; a < dk; ++a) {
         const float qa = q(i)[a];
+#pragma omp simd
         for (int64_t c = 0; c < dv; ++c) qs[c] += qa * S[a * dv + c];
       }
       const float eg = std::exp(G[i]);
@@ -104,6 +108,7 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
         float qk = 0.f;
         for (int64_t a = 0; a < dk; ++a) qk += q(i)[a] * k(j)[a];
         const float f = qk * std::exp(G[i] - G[j]);
+#pragma omp simd
         for (int64_t c = 0; c < dv; ++c) o[c] += f * Vn[j * dv + c];
       }
     }
@@ -114,6 +119,7 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
       const float f = std::exp(glast - G[j]);
       for (int64_t a = 0; a < dk; ++a) {
         const float ka = f * k(j)[a];
+#pragma omp simd
         for (int64_t c = 0; c < dv; ++c) S[a * dv + c] += ka * Vn[j * dv + c];
       }
     }

@@ -1,6 +1,7 @@
 #include "lily/backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "lily/backend/cpu/kernels.h"
@@ -27,6 +28,11 @@ const float* row_floats(const Matrix& W, int64_t r, float* buf) {
 
 void scales_to_float(const Matrix& W, int64_t r, int64_t groups, float* s, float* b) {
   const size_t off = static_cast<size_t>(r * groups) * dtype_size(W.scale_dtype);
+  if (W.scale_dtype == DType::BF16) {
+    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.scales) + off), s, groups);
+    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.biases) + off), b, groups);
+    return;
+  }
   convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.scales) + off, s, static_cast<size_t>(groups));
   convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.biases) + off, b, static_cast<size_t>(groups));
 }
@@ -47,22 +53,30 @@ void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
   }
 }
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel) {
   const int64_t R = W.rows, C = W.cols;
   ThreadPool& pool = ThreadPool::global();
+  auto run = [&](int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (parallel) pool.parallel_for(R, grain, fn);
+    else fn(0, R);
+  };
   if (W.quantized() && (W.bits == 4 || W.bits == 8) && T <= 4) {
     // Decode: read the packed bytes once, dequantizing inside the dot.
     const int gs = W.group_size;
     const int64_t groups = C / gs;
-    std::vector<float> xsum(static_cast<size_t>(T * groups));
-    for (int64_t t = 0; t < T; ++t) kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
-    pool.parallel_for(R, row_grain(W, T), [&](int64_t b, int64_t e) {
+    std::vector<float> xsum(static_cast<size_t>(T * groups)), xeo(W.bits == 4 ? static_cast<size_t>(T * C) : 0);
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
+      if (W.bits == 4) kernels::deinterleave(x + t * C, C, xeo.data() + t * C, xeo.data() + t * C + C / 2);
+    }
+    run(row_grain(W, T), [&](int64_t b, int64_t e) {
       std::vector<float> s(static_cast<size_t>(groups)), bi(static_cast<size_t>(groups));
       for (int64_t r = b; r < e; ++r) {
         scales_to_float(W, r, groups, s.data(), bi.data());
         const auto* q = static_cast<const uint8_t*>(W.row(r));
         for (int64_t t = 0; t < T; ++t)
-          y[t * R + r] = W.bits == 4 ? kernels::dot_q4(q, x + t * C, xsum.data() + t * groups, s.data(), bi.data(), groups, gs)
+          y[t * R + r] = W.bits == 4 ? kernels::dot_q4(q, xeo.data() + t * C, xeo.data() + t * C + C / 2,
+                                                       xsum.data() + t * groups, s.data(), bi.data(), groups, gs)
                                      : kernels::dot_q8(q, x + t * C, xsum.data() + t * groups, s.data(), bi.data(), groups, gs);
       }
     });
@@ -70,7 +84,7 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
   }
   // Otherwise a block of rows is converted to floats once and used for every input row.
   constexpr int64_t kBlock = 16;
-  pool.parallel_for(R, row_grain(W, T), [&](int64_t b, int64_t e) {
+  run(row_grain(W, T), [&](int64_t b, int64_t e) {
     std::vector<float> buf(static_cast<size_t>(kBlock * C));
     const float* rows[kBlock];
     for (int64_t r0 = b; r0 < e; r0 += kBlock) {

@@ -10,7 +10,8 @@ namespace lily::cpu {
 
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < T; x is [T, W.cols], y is [T, W.rows].
 // Multi-threaded, vectorised, with fused dequantization for 4- and 8-bit rows.
-void matmul(const float* x, int64_t T, const Matrix& W, float* y);
+// `parallel` = false runs on the calling thread (for callers that parallelise above it).
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel = true);
 // The plain version the fast one is tested against: one row converted at a time, one thread.
 void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y);
 

@@ -6,6 +6,7 @@
 
 #include "lily/backend/cpu/elementwise.h"
 #include "lily/backend/cpu/matmul.h"
+#include "lily/backend/cpu/thread_pool.h"
 
 namespace lily::cpu {
 
@@ -37,16 +38,39 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
 namespace {
 // out[H] += scale * down(silu(gate x) * up x) for one token.
 void swiglu_expert(const float* x, const Matrix& gate, const Matrix& up, const Matrix& down, float scale,
-                   std::vector<float>& g, std::vector<float>& u, std::vector<float>& d, float* out) {
+                   std::vector<float>& g, std::vector<float>& u, std::vector<float>& d, float* out,
+                   bool parallel = true) {
   const int64_t I = gate.rows;
   g.resize(I);
   u.resize(I);
   d.resize(down.rows);
-  matmul(x, 1, gate, g.data());
-  matmul(x, 1, up, u.data());
+  matmul(x, 1, gate, g.data(), parallel);
+  matmul(x, 1, up, u.data(), parallel);
   for (int64_t i = 0; i < I; ++i) g[i] = silu(g[i]) * u[i];
-  matmul(g.data(), 1, down, d.data());
+  matmul(g.data(), 1, down, d.data(), parallel);
   for (int64_t h = 0; h < down.rows; ++h) out[h] += scale * d[h];
+}
+
+// One token: the routed experts and the shared expert run side by side on the
+// pool, each on one thread, rather than each small product being split.
+void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t t, int64_t k, float* yt) {
+  const int64_t H = w.router.cols;
+  std::vector<std::vector<float>> outs(static_cast<size_t>(k + 1), std::vector<float>(static_cast<size_t>(H), 0.f));
+  ThreadPool::global().parallel_for(k + 1, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> g, u, d;
+    for (int64_t j = b; j < e; ++j) {
+      if (j < k) {
+        const int32_t ex = route.expert[t * k + j];
+        swiglu_expert(xt, w.gate[ex], w.up[ex], w.down[ex], route.weight[t * k + j], g, u, d, outs[j].data(), false);
+      } else {
+        const float s = sigmoid(dot_row(w.shared_expert_gate, 0, xt));
+        swiglu_expert(xt, w.shared_gate, w.shared_up, w.shared_down, s, g, u, d, outs[j].data(), false);
+      }
+    }
+  });
+  // summed in a fixed order, so the result does not depend on the thread count
+  for (int64_t j = 0; j <= k; ++j)
+    for (int64_t h = 0; h < H; ++h) yt[h] += outs[j][h];
 }
 }  // namespace
 
@@ -55,17 +79,45 @@ void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float*
   std::vector<float> logits(static_cast<size_t>(T * E));
   matmul(x, T, w.router, logits.data());
   const Route route = moe_route(logits.data(), T, E, k);
-  std::vector<float> g, u, d;
   std::fill(y, y + T * H, 0.f);
-  for (int64_t t = 0; t < T; ++t) {
-    const float* xt = x + t * H;
-    float* yt = y + t * H;
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = route.expert[t * k + j];
-      swiglu_expert(xt, w.gate[e], w.up[e], w.down[e], route.weight[t * k + j], g, u, d, yt);
+  if (T == 1) {
+    moe_token(x, w, route, 0, k, y);
+    return;
+  }
+  // A prompt: each expert runs once over the tokens routed to it.
+  std::vector<std::vector<int64_t>> picked(static_cast<size_t>(E));
+  for (int64_t i = 0; i < T * k; ++i) picked[route.expert[i]].push_back(i);
+  std::vector<float> xs, g, u, d;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& ids = picked[e];
+    if (ids.empty()) continue;
+    const int64_t n = static_cast<int64_t>(ids.size()), I = w.gate[e].rows;
+    xs.resize(n * H);
+    for (int64_t i = 0; i < n; ++i) std::copy(x + (ids[i] / k) * H, x + (ids[i] / k + 1) * H, xs.begin() + i * H);
+    g.resize(n * I);
+    u.resize(n * I);
+    d.resize(n * H);
+    matmul(xs.data(), n, w.gate[e], g.data());
+    matmul(xs.data(), n, w.up[e], u.data());
+    for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
+    matmul(g.data(), n, w.down[e], d.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float wt = route.weight[ids[i]];
+      float* yt = y + (ids[i] / k) * H;
+      for (int64_t h = 0; h < H; ++h) yt[h] += wt * d[i * H + h];
     }
-    const float s = sigmoid(dot_row(w.shared_expert_gate, 0, xt));
-    swiglu_expert(xt, w.shared_gate, w.shared_up, w.shared_down, s, g, u, d, yt);
+  }
+  const int64_t S = w.shared_gate.rows;
+  g.resize(T * S);
+  u.resize(T * S);
+  d.resize(T * H);
+  matmul(x, T, w.shared_gate, g.data());
+  matmul(x, T, w.shared_up, u.data());
+  for (int64_t i = 0; i < T * S; ++i) g[i] = silu(g[i]) * u[i];
+  matmul(g.data(), T, w.shared_down, d.data());
+  for (int64_t t = 0; t < T; ++t) {
+    const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
+    for (int64_t h = 0; h < H; ++h) y[t * H + h] += s * d[t * H + h];
   }
 }
 

@@ -1,0 +1,102 @@
+// `lily bench`: prefill and decode speed by context, one fresh process per
+// configuration, printed like llama-bench and written as JSON, with decode
+// set against this machine's memory-bandwidth roofline.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "lily/backend/cpu/thread_pool.h"
+#include "lily/cli/commands.h"
+#include "lily/error.h"
+#include "lily/runtime/bench.h"
+
+namespace lily::cli {
+
+namespace {
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot find the lily binary to start the benchmark processes");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  struct Opts {
+    std::string model, contexts = "256,512,1024,2048,4096", json;
+    int64_t decode_steps = 64, child = 0;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("bench", "prefill and decode speed by context (batch 1, greedy, fresh process each)");
+  sub->add_option("--model", o->model, "model directory")->required();
+  sub->add_option("--contexts", o->contexts, "comma-separated prompt lengths");
+  sub->add_option("--decode-steps", o->decode_steps, "measured decode steps")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", o->threads, "worker threads (default: all hardware threads)");
+  sub->add_option("--json", o->json, "write the full report here");
+  sub->add_option("--child", o->child, "run one configuration in this process (used by bench itself)")->group("");
+  return {sub, [o]() {
+            if (o->threads > 0) cpu::ThreadPool::set_threads(o->threads);
+            const int threads = cpu::ThreadPool::global().size();
+            if (o->child > 0) {
+              auto model = Model::load(o->model);
+              std::cout << run_bench(*model, o->child, o->decode_steps).to_json().dump() << "\n";
+              return 0;
+            }
+            std::vector<int64_t> contexts;
+            for (int32_t c : parse_token_list(o->contexts)) {
+              if (c <= 0) throw Error("--contexts: lengths must be positive");
+              contexts.push_back(c);
+            }
+            auto model = Model::load(o->model);  // validates, and sizes the roofline
+            const double bw = measure_read_bandwidth(size_t{1} << 30, 5);
+            nlohmann::json report = {{"schema_version", 1},
+                                     {"model", o->model},
+                                     {"threads", threads},
+                                     {"read_bandwidth_gb_s", bw / 1e9},
+                                     {"weight_bytes", model->report().weight_bytes},
+                                     {"results", nlohmann::json::array()}};
+            std::printf("| model | size | params | threads | test | t/s | roofline |\n|---|---:|---:|---:|---|---:|---:|\n");
+            const double gib = static_cast<double>(model->report().weight_bytes) / (1u << 30);
+            const double params = static_cast<double>(model->report().parameters) / 1e9;
+            for (int64_t ctx : contexts) {
+              const std::string cmd = quote(self_path()) + " bench --model " + quote(o->model) + " --child " +
+                                      std::to_string(ctx) + " --decode-steps " + std::to_string(o->decode_steps) +
+                                      " --threads " + std::to_string(threads);
+              std::FILE* p = ::popen(cmd.c_str(), "r");
+              if (!p) throw Error("cannot start a benchmark process");
+              std::string out;
+              char buf[4096];
+              size_t n;
+              while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+              if (::pclose(p) != 0) throw Error("the benchmark process for context " + std::to_string(ctx) + " failed");
+              nlohmann::json r = nlohmann::json::parse(out);
+              const double bytes = static_cast<double>(model->decode_bytes_per_token(ctx));
+              const double decode = r["decode"]["tok_s"].get<double>();
+              r["decode"]["bytes_per_token"] = bytes;
+              r["decode"]["roofline_fraction"] = bytes * decode / bw;
+              report["results"].push_back(r);
+              std::printf("| %s | %.2f GiB | %.2f B | %d | pp%lld | %.1f | |\n", o->model.c_str(), gib, params, threads,
+                          static_cast<long long>(ctx), r["prefill"]["tok_s"].get<double>());
+              std::printf("| %s | %.2f GiB | %.2f B | %d | tg%lld @ d%lld | %.1f | %.0f%% |\n", o->model.c_str(), gib,
+                          params, threads, static_cast<long long>(o->decode_steps), static_cast<long long>(ctx), decode,
+                          100.0 * bytes * decode / bw);
+              std::fflush(stdout);
+            }
+            std::printf("\nread bandwidth: %.1f GB/s (%d threads)\n", bw / 1e9, threads);
+            if (!o->json.empty()) std::ofstream(o->json) << report.dump(2) << "\n";
+            return 0;
+          }};
+}
+
+}  // namespace lily::cli

@@ -1,0 +1,94 @@
+#include "lily/runtime/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "lily/backend/cpu/thread_pool.h"
+#include "lily/model/qwen35moe.h"
+#include "lily/runtime/greedy.h"
+
+namespace lily {
+
+using clock_type = std::chrono::steady_clock;
+
+nlohmann::json BenchResult::to_json() const {
+  return {{"context", context},
+          {"prefill", {{"wall_secs", prefill_seconds}, {"tok_s", prefill_tok_s()}, {"first_token_id", first_token}}},
+          {"decode",
+           {{"wall_secs", decode_seconds}, {"tok_s", decode_tok_s()}, {"steps", decode_steps},
+            {"step_wall_secs", step_seconds}, {"token_digest", token_digest}}}};
+}
+
+std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
+  std::vector<int32_t> p(static_cast<size_t>(length));
+  for (int64_t i = 0; i < length; ++i)
+    p[i] = static_cast<int32_t>((static_cast<uint64_t>(i) * 2654435761ull % (1ull << 32)) % static_cast<uint64_t>(vocab));
+  return p;
+}
+
+BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps) {
+  const auto prompt = bench_prompt(context, model.config().vocab_size);
+  Qwen35MoeForward fwd(model);
+  {  // warm-up: the same shapes on a state that is thrown away
+    SequenceState warm(model.config());
+    auto l = fwd.forward(prompt, warm, LogitsFor::LastPosition);
+    for (int i = 0; i < 2; ++i) {
+      const int32_t t = argmax(l);
+      l = fwd.forward(std::span<const int32_t>(&t, 1), warm, LogitsFor::LastPosition);
+    }
+  }
+  BenchResult r;
+  r.context = context;
+  r.decode_steps = decode_steps;
+  SequenceState state(model.config());
+  const auto t0 = clock_type::now();
+  std::vector<float> logits = fwd.forward(prompt, state, LogitsFor::LastPosition);
+  int32_t tok = argmax(logits);
+  const auto t1 = clock_type::now();
+  r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.first_token = tok;
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](int32_t id) {
+    for (int k = 0; k < 4; ++k) h = (h ^ ((static_cast<uint32_t>(id) >> (8 * k)) & 0xff)) * 1099511628211ull;
+  };
+  mix(tok);
+  for (int64_t i = 0; i < decode_steps; ++i) {
+    const auto s0 = clock_type::now();
+    logits = fwd.forward(std::span<const int32_t>(&tok, 1), state, LogitsFor::LastPosition);
+    tok = argmax(logits);
+    r.step_seconds.push_back(std::chrono::duration<double>(clock_type::now() - s0).count());
+    mix(tok);
+  }
+  r.decode_seconds = std::chrono::duration<double>(clock_type::now() - t1).count();
+  r.token_digest = h;
+  return r;
+}
+
+double measure_read_bandwidth(size_t bytes, int repeats) {
+  const size_t n = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  auto& pool = cpu::ThreadPool::global();
+  pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+  });
+  double best = 0;
+  volatile uint64_t sink = 0;
+  for (int rep = 0; rep < repeats; ++rep) {
+    std::vector<uint64_t> partial(static_cast<size_t>(pool.size()) * 8, 0);
+    const auto t0 = clock_type::now();
+    pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
+      for (; i < e; ++i) a0 += buf[i];
+      sink = sink + (a0 ^ a1 ^ a2 ^ a3);
+    });
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s);
+  }
+  return best;
+}
+
+}  // namespace lily

@@ -1,0 +1,36 @@
+// The measurement contract of `lily bench` (Perplexity Lily's, so numbers
+// compare): batch 1, greedy, a synthetic prompt whose token i is
+// ((i * 2654435761) mod 2^32) mod vocab, an exact-shape warm-up on a
+// throw-away state, one measured prefill ending at the first token, then
+// exactly `decode_steps` measured decode steps.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "lily/model/model.h"
+
+namespace lily {
+
+struct BenchResult {
+  int64_t context = 0;
+  double prefill_seconds = 0;  // prompt in, first token out
+  double decode_seconds = 0;   // the measured decode steps
+  int64_t decode_steps = 0;
+  int32_t first_token = 0;
+  uint64_t token_digest = 0;   // FNV-1a over the generated ids
+  std::vector<double> step_seconds;
+
+  double prefill_tok_s() const { return prefill_seconds > 0 ? context / prefill_seconds : 0; }
+  double decode_tok_s() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }
+  nlohmann::json to_json() const;
+};
+
+std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab);
+BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps);
+
+// Sustained read bandwidth of this machine in bytes/s, over all pool threads (best of `repeats`).
+double measure_read_bandwidth(size_t bytes, int repeats);
+
+}  // namespace lily
