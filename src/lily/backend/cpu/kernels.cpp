@@ -185,8 +185,58 @@ __attribute__((target("avx2,fma"))) static float dot_q8_avx2(const uint8_t* q, c
   return hsum256(tot) + bias_sum;
 }
 
+__attribute__((target("avx512f"))) static void dot4x4_avx512(const float* const w[4], const float* const x[4],
+                                                              int64_t n, float out[4][4]) {
+  __m512 acc[4][4];
+  for (auto& r : acc)
+    for (auto& a : r) a = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 x0 = _mm512_loadu_ps(x[0] + c), x1 = _mm512_loadu_ps(x[1] + c);
+    const __m512 x2 = _mm512_loadu_ps(x[2] + c), x3 = _mm512_loadu_ps(x[3] + c);
+    for (int i = 0; i < 4; ++i) {
+      const __m512 wv = _mm512_loadu_ps(w[i] + c);
+      acc[i][0] = _mm512_fmadd_ps(wv, x0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(wv, x1, acc[i][1]);
+      acc[i][2] = _mm512_fmadd_ps(wv, x2, acc[i][2]);
+      acc[i][3] = _mm512_fmadd_ps(wv, x3, acc[i][3]);
+    }
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      float s = _mm512_reduce_add_ps(acc[i][j]);
+      for (int64_t k = c; k < n; ++k) s += w[i][k] * x[j][k];
+      out[i][j] = s;
+    }
+}
+
+// AVX2 has 16 vector registers: the tile is done as two 4 x 2 halves.
+__attribute__((target("avx2,fma"))) static void dot4x4_avx2(const float* const w[4], const float* const x[4],
+                                                             int64_t n, float out[4][4]) {
+  for (int jh = 0; jh < 4; jh += 2) {
+    __m256 acc[4][2];
+    for (auto& r : acc) r[0] = r[1] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+      const __m256 x0 = _mm256_loadu_ps(x[jh] + c), x1 = _mm256_loadu_ps(x[jh + 1] + c);
+      for (int i = 0; i < 4; ++i) {
+        const __m256 wv = _mm256_loadu_ps(w[i] + c);
+        acc[i][0] = _mm256_fmadd_ps(wv, x0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(wv, x1, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 2; ++j) {
+        float s = hsum256(acc[i][j]);
+        for (int64_t k = c; k < n; ++k) s += w[i][k] * x[jh + j][k];
+        out[i][jh + j] = s;
+      }
+  }
+}
+
 enum class Isa { Portable, Avx2, Avx512 };
 static Isa detect_isa() {
+  __builtin_cpu_init();  // this runs from a static initializer, possibly before the library's own
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return Isa::Avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   return Isa::Portable;
@@ -210,6 +260,21 @@ float dot_q8(const uint8_t* q, const float* x, const float* xsum, const float* s
   if (kIsa == Isa::Avx2) return dot_q8_avx2(q, x, xsum, scales, biases, groups, gs);
 #endif
   return dot_q8_portable(q, x, xsum, scales, biases, groups, gs);
+}
+
+void dot4x4(const float* const w[4], const float* const x[4], int64_t n, float out[4][4]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kIsa == Isa::Avx512) {
+    dot4x4_avx512(w, x, n, out);
+    return;
+  }
+  if (kIsa == Isa::Avx2) {
+    dot4x4_avx2(w, x, n, out);
+    return;
+  }
+#endif
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) out[i][j] = dot(w[i], x[j], n);
 }
 
 // xe[j] = x[2j], xo[j] = x[2j+1]: the inputs met by low and high nibbles.

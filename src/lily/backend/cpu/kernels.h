@@ -25,4 +25,9 @@ float dot_q8(const uint8_t* q, const float* x, const float* xsum, const float* s
 
 void deinterleave(const float* x, int64_t n, float* xe, float* xo);
 
+// out[i][j] = dot(w[i], x[j]) for a 4 x 4 tile: each loaded weight meets four
+// inputs and each input four weights, which is what makes prompt processing
+// arithmetic-bound instead of load-bound.
+void dot4x4(const float* const w[4], const float* const x[4], int64_t n, float out[4][4]);
+
 }  // namespace lily::cpu::kernels

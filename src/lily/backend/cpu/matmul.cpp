@@ -90,10 +90,25 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel)
     for (int64_t r0 = b; r0 < e; r0 += kBlock) {
       const int64_t n = std::min(kBlock, e - r0);
       for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(W, r0 + i, buf.data() + i * C);
-      for (int64_t t = 0; t < T; ++t) {
-        const float* xt = x + t * C;
-        float* yt = y + t * R + r0;
-        for (int64_t i = 0; i < n; ++i) yt[i] = kernels::dot(rows[i], xt, C);
+      for (int64_t i = n; i < kBlock; ++i) rows[i] = rows[n - 1];  // pad a short block
+      if (T == 1) {  // decode: plain dots, no tile padding
+        for (int64_t i = 0; i < n; ++i) y[r0 + i] = kernels::dot(rows[i], x, C);
+        continue;
+      }
+      // Every output of a prompt comes out of a 4 x 4 tile (short edges padded by
+      // repetition), so a row's result does not depend on how many inputs share
+      // the call: a prompt resumed from a checkpoint is computed bit for bit as a
+      // fresh one (single-token decode steps take the plain dot above).
+      for (int64_t t = 0; t < T; t += 4) {
+        const int64_t nt = std::min<int64_t>(4, T - t);
+        const float* xs[4];
+        for (int64_t j = 0; j < 4; ++j) xs[j] = x + (t + std::min(j, nt - 1)) * C;
+        for (int64_t i = 0; i < n; i += 4) {
+          float tile[4][4];
+          kernels::dot4x4(rows + i, xs, C, tile);
+          for (int64_t a = 0; a < std::min<int64_t>(4, n - i); ++a)
+            for (int64_t j = 0; j < nt; ++j) y[(t + j) * R + r0 + i + a] = tile[a][j];
+        }
       }
     }
   });
