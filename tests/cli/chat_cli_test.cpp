@@ -111,6 +111,8 @@ TEST(RunCli, BadInputGetsClearErrors) {
            {"run " + model + " hi --logit-bias nonsense", "is not ID=BIAS"},
            {"run " + model + " hi --warp-speed", "warp-speed"},
            {"run Org/NotDownloaded hi", "not in the Hugging Face cache"},
+           {"run " + model + " hi --memory-budget 0.0001", "does not fit the memory budget"},
+           {"run " + model + " hi --deployment-config " + d.str() + "/missing.json", "cannot read"},
        }) {
     const auto r = test::run_lily(b.args);
     EXPECT_NE(r.exit_code, 0) << b.args;
@@ -163,7 +165,7 @@ TEST(ChatCli, CtrlCStopsTheAnswerAndKeepsTheSession) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     // a long answer from the bundled model, so Ctrl-C arrives mid-generation
-    execl(LILY_BINARY, LILY_BINARY, "chat", "--max-tokens", "200000", "--seed", "1", "--hide-reasoning", nullptr);
+    execl(LILY_BINARY, LILY_BINARY, "chat", "--max-tokens", "30000", "--seed", "1", "--hide-reasoning", nullptr);
     _exit(127);
   }
   std::string seen;

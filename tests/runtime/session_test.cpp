@@ -79,3 +79,31 @@ TEST(ModelLocator, ResolvesTheHuggingFaceCacheOffline) {
 
 }  // namespace
 }  // namespace lily
+
+#include "lily/runtime/memory_plan.h"
+
+namespace lily {
+namespace {
+
+TEST(MemoryPlan, CountsEveryPartAndRefusesBeyondTheBudget) {
+  auto model = Model::load(test::model_dir("tiny-a"));
+  const MemoryPlan p = plan_memory(*model, 1000, 100);
+  EXPECT_EQ(p.weights, model->report().weight_bytes);
+  EXPECT_EQ(p.kv_cache, model->kv_bytes_per_token() * 1000);
+  EXPECT_EQ(p.gdn_state, model->recurrent_state_bytes());
+  EXPECT_GT(p.scratch, 0u);
+  EXPECT_EQ(p.total(), p.weights + p.kv_cache + p.gdn_state + p.scratch);
+  EXPECT_NO_THROW(check_memory_budget(p, 0));  // no budget
+  EXPECT_NO_THROW(check_memory_budget(p, 1.0));
+  try {
+    check_memory_budget(p, 0.0001);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("does not fit the memory budget"), std::string::npos) << m;
+    EXPECT_NE(m.find("KV cache"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace lily

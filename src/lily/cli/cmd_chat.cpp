@@ -61,6 +61,8 @@ Command add_chat_command(CLI::App& app) {
             sigaction(SIGINT, &sa, nullptr);
             const bool tty = ::isatty(STDIN_FILENO) != 0;
             const SamplingParams sampling = o->gen.sampling(*engine);
+            const int64_t ctx = o->gen.context > 0 ? o->gen.context : engine->model().config().max_position_embeddings;
+            o->gen.check_memory(*engine, ctx, std::min<int64_t>(ctx, 4096));
             Session session(engine->model());
             nlohmann::ordered_json history = nlohmann::ordered_json::array();
             auto reset = [&] {
@@ -109,6 +111,12 @@ Command add_chat_command(CLI::App& app) {
                 g.checkpoint_at = history_len;
               } catch (const Error& e) {
                 std::cout << "error: " << e.what() << "\n";
+                history.erase(history.end() - 1);
+                continue;
+              }
+              if (static_cast<int64_t>(g.prompt.size()) + o->gen.max_tokens > ctx) {
+                std::cout << "error: the conversation (" << g.prompt.size() << " tokens + " << o->gen.max_tokens
+                          << " to generate) exceeds the context of " << ctx << " tokens; /reset to start over\n";
                 history.erase(history.end() - 1);
                 continue;
               }

@@ -33,6 +33,8 @@ Command add_run_command(CLI::App& app) {
             req.kwargs["enable_thinking"] = !o->gen.no_think;
             GenerationRequest g;
             g.prompt = engine->chat_prompt(req);
+            o->gen.check_memory(*engine, static_cast<int64_t>(g.prompt.size()) + o->gen.max_tokens,
+                                static_cast<int64_t>(g.prompt.size()));
             g.sampling = o->gen.sampling(*engine);
             g.max_tokens = o->gen.max_tokens;
             g.stop = o->gen.stop;

@@ -1,8 +1,12 @@
 #include "lily/cli/generation_flags.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "lily/error.h"
+#include "lily/runtime/memory_plan.h"
 
 namespace lily::cli {
 
@@ -21,6 +25,10 @@ void GenerationFlags::add_to(CLI::App* app) {
   app->add_flag("--no-think", no_think, "answer without a reasoning phase (enable_thinking=false)");
   app->add_flag("--hide-reasoning", hide_reasoning, "do not print the reasoning");
   app->add_option("--system", system, "system prompt");
+  app->add_option("--memory-budget", memory_budget_gb, "GiB the model may use (weights, caches, scratch); refuse beyond it")
+      ->envname("LILY_MEMORY_BUDGET_GB");
+  app->add_option("--deployment-config", deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
+  app->add_option("--ctx-size", context, "longest context to plan memory for (chat; default: the model's maximum)");
 }
 
 SamplingParams GenerationFlags::sampling(const Engine& engine) const {
@@ -44,6 +52,30 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
   }
   p.validate();
   return p;
+}
+
+void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_t prompt) const {
+  double budget = memory_budget_gb;
+  if (budget <= 0 && !deployment_config.empty()) {
+    std::ifstream in(deployment_config);
+    if (!in) throw Error("--deployment-config: cannot read " + deployment_config);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("--deployment-config: " + deployment_config + " is not valid JSON: " + e.what());
+    }
+    if (!j.contains("memoryAllocationGB") || !j["memoryAllocationGB"].is_number() || j["memoryAllocationGB"].get<double>() <= 0)
+      throw Error("--deployment-config: " + deployment_config + " needs a positive memoryAllocationGB");
+    budget = j["memoryAllocationGB"].get<double>();
+  }
+  const MemoryPlan plan = plan_memory(engine.model(), context, prompt);
+  if (budget > 0) std::cerr << plan.describe() << "\n";
+  try {
+    check_memory_budget(plan, budget);
+  } catch (const Error& e) {
+    throw Error("a context of " + std::to_string(context) + " tokens " + e.what());
+  }
 }
 
 std::string default_model() {

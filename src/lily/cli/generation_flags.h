@@ -23,10 +23,16 @@ struct GenerationFlags {
   bool no_think = false;
   bool hide_reasoning = false;
   std::string system;
+  double memory_budget_gb = 0;  // 0: none
+  std::string deployment_config;  // JSON with memoryAllocationGB
+  int64_t context = 0;          // chat: the longest conversation to plan for (0: the model's maximum)
 
   void add_to(CLI::App* app);
   // The model's defaults with the flags given on the command line applied.
   SamplingParams sampling(const Engine& engine) const;
+  // Plans memory for `context` tokens (prefilling `prompt` at once), prints the
+  // plan when a budget is set, and refuses with the numbers when it does not fit.
+  void check_memory(const Engine& engine, int64_t context, int64_t prompt) const;
 };
 
 // The model directory to use: the one named, else $LILY_MODEL, else the small model shipped with Lily.
