@@ -18,23 +18,16 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
 }
 
 void SafetensorsWriter::write(const std::string& path) const {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata_.empty()) header["__metadata__"] = metadata_;
-  uint64_t offset = 0;
+  SafetensorsStreamWriter stream;
+  std::vector<const Entry*> order;
   for (const auto& [name, e] : entries_) {
-    header[name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
-    offset += e.bytes.size();
+    stream.declare(name, e.dtype, e.shape);
+    order.push_back(&e);
   }
-  std::string h = header.dump();
-  while (h.size() % 8 != 0) h.push_back(' ');
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot write " + path);
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& [name, e] : entries_) out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
-  if (!out) throw Error("failed writing " + path);
+  for (const auto& [k, v] : metadata_) stream.set_metadata(k, v);
+  stream.write(path, [&](size_t i, size_t, std::ostream& out) {
+    out.write(reinterpret_cast<const char*>(order[i]->bytes.data()), static_cast<std::streamsize>(order[i]->bytes.size()));
+  });
 }
 
 void SafetensorsStreamWriter::declare(const std::string& name, DType dtype, std::vector<int64_t> shape) {
@@ -52,7 +45,7 @@ size_t SafetensorsStreamWriter::total_bytes() const {
 void SafetensorsStreamWriter::write(const std::string& path,
                                     const std::function<void(size_t, size_t, std::ostream&)>& produce) const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  header["__metadata__"] = {{"format", "pt"}};
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
   uint64_t offset = 0;
   for (const auto& d : decls_) {
     header[d.name] = {{"dtype", dtype_name(d.dtype)}, {"shape", d.shape}, {"data_offsets", {offset, offset + d.bytes}}};

@@ -18,6 +18,7 @@ class SafetensorsWriter {
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t nbytes);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   // Writes all tensors in name order; the header is padded to 8 bytes as the reference writer does.
+  // (A SafetensorsStreamWriter does the writing.)
   void write(const std::string& path) const;
 
  private:
@@ -36,6 +37,7 @@ class SafetensorsWriter {
 class SafetensorsStreamWriter {
  public:
   void declare(const std::string& name, DType dtype, std::vector<int64_t> shape);
+  void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   // `produce(i, bytes, out)` must write exactly `bytes`, the declared size of tensor i.
   void write(const std::string& path, const std::function<void(size_t, size_t, std::ostream&)>& produce) const;
   size_t total_bytes() const;
@@ -48,6 +50,7 @@ class SafetensorsStreamWriter {
     size_t bytes;
   };
   std::vector<Decl> decls_;
+  std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace lily

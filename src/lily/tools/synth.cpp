@@ -72,6 +72,7 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
   fs::create_directories(dir);
 
   SafetensorsStreamWriter w;
+  w.set_metadata("format", mlx ? "mlx" : "pt");
   std::vector<Tensor> plan;
   const std::string p0 = mlx ? "language_model.model." : "model.language_model.";
   ordered_json qcfg = {{"group_size", gs}, {"bits", bits}, {"mode", "affine"}};
