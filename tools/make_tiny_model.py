@@ -17,6 +17,8 @@ import random
 import struct
 import sys
 
+from safetensors_io import write_file
+
 CONFIG = {
     "architectures": ["Qwen3_5MoeForCausalLM"],
     "model_type": "qwen3_5_moe_text",
@@ -105,17 +107,7 @@ def main():
         add(m + "shared_expert.down_proj.weight", [H, S])
         add(m + "shared_expert_gate.weight", [1, H])
 
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name in sorted(tensors):
-        dtype, shape, blob = tensors[name]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(out, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
-        for name in sorted(tensors):
-            f.write(tensors[name][2])
+    write_file(os.path.join(out, "model.safetensors"), tensors)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(CONFIG, f, indent=2)
         f.write("\n")

@@ -15,6 +15,8 @@ import os
 import struct
 import sys
 
+from safetensors_io import read_dir, write_file
+
 SIZE = {"F32": 4, "F16": 2, "BF16": 2}
 
 
@@ -42,22 +44,6 @@ def encode(dtype, values):
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
         out += struct.pack("<H", bits)
     return bytes(out)
-
-
-def read_dir(src):
-    index = os.path.join(src, "model.safetensors.index.json")
-    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
-    out = {}
-    for fn in files:
-        with open(os.path.join(src, fn), "rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
-            data = f.read()
-        header.pop("__metadata__", None)
-        for k, v in header.items():
-            b, e = v["data_offsets"]
-            out[k] = (v["dtype"], v["shape"], data[b:e])
-    return out
 
 
 def quantize_rows(values, cols, bits, gs):
@@ -151,17 +137,7 @@ def main():
             out[new] = (dtype, shape, blob)
 
     os.makedirs(dst, exist_ok=True)
-    header, offset = {"__metadata__": {"format": "mlx"}}, 0
-    for k in sorted(out):
-        dtype, shape, blob = out[k]
-        header[k] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
-        for k in sorted(out):
-            f.write(out[k][2])
+    write_file(os.path.join(dst, "model.safetensors"), out, fmt="mlx")
     cfg["quantization"] = qcfg
     cfg["quantization_config"] = qcfg
     with open(os.path.join(dst, "config.json"), "w") as f:

@@ -17,43 +17,10 @@ import argparse
 import json
 import os
 import re
-import struct
+
+from safetensors_io import read_dir, write_file
 
 DTYPE_SIZE = {"F32": 4, "F16": 2, "BF16": 2}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        data = f.read()
-    header.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
-
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
-    for name in sorted(tensors):
-        dtype, shape, blob = tensors[name]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
-def load_all(src):
-    index = os.path.join(src, "model.safetensors.index.json")
-    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
-    tensors = {}
-    for fn in files:
-        tensors.update(read_safetensors(os.path.join(src, fn)))
-    return tensors
 
 
 def fuse_experts(tensors, num_layers, num_experts):
@@ -94,7 +61,7 @@ def main():
 
     text_cfg = json.load(open(os.path.join(args.src, "config.json")))
     H, L, E = text_cfg["hidden_size"], text_cfg["num_hidden_layers"], text_cfg["num_experts"]
-    tensors = fuse_experts(load_all(args.src), L, E)
+    tensors = fuse_experts(read_dir(args.src), L, E)
 
     renamed = {}
     for name, t in tensors.items():
@@ -112,14 +79,14 @@ def main():
     os.makedirs(args.dst, exist_ok=True)
     names = sorted(renamed, key=lambda n: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", n)])
     if args.shards == 1:
-        write_safetensors(os.path.join(args.dst, "model.safetensors"), renamed)
+        write_file(os.path.join(args.dst, "model.safetensors"), renamed)
     else:
         per = -(-len(names) // args.shards)
         weight_map = {}
         for s in range(args.shards):
             fn = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
             part = {n: renamed[n] for n in names[s * per:(s + 1) * per]}
-            write_safetensors(os.path.join(args.dst, fn), part)
+            write_file(os.path.join(args.dst, fn), part)
             weight_map.update({n: fn for n in part})
         total = sum(len(t[2]) for t in renamed.values())
         with open(os.path.join(args.dst, "model.safetensors.index.json"), "w") as f:
