@@ -14,11 +14,15 @@
 
 namespace lily::cpu::kernels {
 
+// The float dot of unquantized rows (decode, attention) sums in double: these
+// paths are the fp32 reference, and with a float sum their result moved with
+// the vector width (16 lanes against 8) by more than transformers' own error
+// on long prompts. Decode is bound by memory, so the wider sum costs nothing.
 LILY_MULTIVERSION float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.f;
+  double s = 0.;
 #pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * b[i];
+  return float(s);
 }
 
 LILY_MULTIVERSION void axpy(float a, const float* x, float* y, int64_t n) {
