@@ -15,6 +15,12 @@ namespace lily {
 
 enum class LogitsFor { AllPositions, LastPosition };
 
+// How tokens are computed. A prompt goes through the chunked delta rule and
+// tiled matrix products; a decode step through the recurrent step and plain
+// dots. Either way a token's result does not depend on what else shares the
+// call, which is what makes a resumed prompt and a batched decode step exact.
+enum class ForwardMode { Prompt, Decode };
+
 class Qwen35MoeForward {
  public:
   explicit Qwen35MoeForward(const Model& model);
@@ -22,7 +28,14 @@ class Qwen35MoeForward {
   // Consumes `tokens` at the state's current position and advances it.
   // Returns logits [rows, vocab] where rows is tokens.size() or 1.
   // Throws lily::Error for a token outside the vocabulary, before touching the state.
+  // One token is taken as a decode step, more as a prompt.
   std::vector<float> forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which);
+  std::vector<float> forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, ForwardMode mode);
+
+  // One decode step for several sequences: tokens[i] continues *states[i].
+  // Returns logits [n, vocab]; row i is bit for bit what forward() gives for
+  // that sequence alone, so batching never changes an answer.
+  std::vector<float> decode_batch(std::span<const int32_t> tokens, std::span<SequenceState* const> states);
 
   // Prompts are processed by the chunked delta rule above one token; this is
   // its chunk length. Chunks are aligned to absolute positions, so resuming
@@ -30,8 +43,17 @@ class Qwen35MoeForward {
   static constexpr int64_t kDeltaChunk = 64;
 
  private:
-  void gated_delta_net(const LayerWeights& L, LayerState& s, int64_t p0, const float* x, int64_t T, float* out);
-  void attention(const LayerWeights& L, LayerState& s, int64_t p0, const float* x, int64_t T, float* out);
+  // Consecutive rows [row, row + rows) of the activations belong to one sequence.
+  struct Segment {
+    SequenceState* state;
+    int64_t row, rows;
+  };
+  std::vector<float> run(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
+                         LogitsFor which);
+  void check_tokens(std::span<const int32_t> tokens) const;
+  void gated_delta_net(int64_t layer, std::span<const Segment> segs, ForwardMode mode, const float* x, int64_t T,
+                       float* out);
+  void attention(int64_t layer, std::span<const Segment> segs, ForwardMode mode, const float* x, int64_t T, float* out);
 
   const Model& model_;
   const ModelConfig& cfg_;

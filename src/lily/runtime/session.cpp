@@ -19,8 +19,8 @@ void Session::reset() {
   tokens_.clear();
 }
 
-std::vector<float> Session::feed(std::span<const int32_t> toks) {
-  std::vector<float> logits = fwd_.forward(toks, state_, LogitsFor::LastPosition);
+std::vector<float> Session::feed(std::span<const int32_t> toks, ForwardMode mode) {
+  std::vector<float> logits = fwd_.forward(toks, state_, LogitsFor::LastPosition, mode);
   tokens_.insert(tokens_.end(), toks.begin(), toks.end());
   return logits;
 }
@@ -40,16 +40,16 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& prompt, size_t c
   const std::span<const int32_t> all(prompt);
   std::vector<float> logits;
   if (checkpoint_at > tokens_.size() && checkpoint_at < prompt.size()) {
-    feed(all.subspan(tokens_.size(), checkpoint_at - tokens_.size()));
+    feed(all.subspan(tokens_.size(), checkpoint_at - tokens_.size()), ForwardMode::Prompt);
     checkpoint_ = Checkpoint{state_, tokens_};
   } else if (checkpoint_at == prompt.size()) {
-    logits = feed(all.subspan(tokens_.size()));
+    logits = feed(all.subspan(tokens_.size()), ForwardMode::Prompt);
     checkpoint_ = Checkpoint{state_, tokens_};
     return logits;
   }
-  return feed(all.subspan(tokens_.size()));
+  return feed(all.subspan(tokens_.size()), ForwardMode::Prompt);
 }
 
-std::vector<float> Session::step(int32_t token) { return feed(std::span<const int32_t>(&token, 1)); }
+std::vector<float> Session::step(int32_t token) { return feed(std::span<const int32_t>(&token, 1), ForwardMode::Decode); }
 
 }  // namespace lily

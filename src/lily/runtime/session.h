@@ -32,7 +32,7 @@ class Session {
   const Model& model() const { return model_; }
 
  private:
-  std::vector<float> feed(std::span<const int32_t> toks);
+  std::vector<float> feed(std::span<const int32_t> toks, ForwardMode mode);
 
   const Model& model_;
   Qwen35MoeForward fwd_;

@@ -53,14 +53,14 @@ void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
   }
 }
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel) {
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, bool parallel) {
   const int64_t R = W.rows, C = W.cols;
   ThreadPool& pool = ThreadPool::global();
   auto run = [&](int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
     if (parallel) pool.parallel_for(R, grain, fn);
     else fn(0, R);
   };
-  if (W.quantized() && (W.bits == 4 || W.bits == 8) && T <= 4) {
+  if (rows_kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8)) {
     // Decode: read the packed bytes once, dequantizing inside the dot.
     const int gs = W.group_size;
     const int64_t groups = C / gs;
@@ -91,14 +91,13 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel)
       const int64_t n = std::min(kBlock, e - r0);
       for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(W, r0 + i, buf.data() + i * C);
       for (int64_t i = n; i < kBlock; ++i) rows[i] = rows[n - 1];  // pad a short block
-      if (T == 1) {  // decode: plain dots, no tile padding
-        for (int64_t i = 0; i < n; ++i) y[r0 + i] = kernels::dot(rows[i], x, C);
+      if (rows_kind == Rows::Tokens) {  // decode: plain dots, no tile padding
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = kernels::dot(rows[i], x + t * C, C);
         continue;
       }
       // Every output of a prompt comes out of a 4 x 4 tile (short edges padded by
-      // repetition), so a row's result does not depend on how many inputs share
-      // the call: a prompt resumed from a checkpoint is computed bit for bit as a
-      // fresh one (single-token decode steps take the plain dot above).
+      // repetition), so a row's result does not depend on how many inputs share the call.
       for (int64_t t = 0; t < T; t += 4) {
         const int64_t nt = std::min<int64_t>(4, T - t);
         const float* xs[4];

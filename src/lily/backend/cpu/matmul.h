@@ -8,10 +8,23 @@
 
 namespace lily::cpu {
 
+// What the rows of x are. The two kinds sum in different orders, and each
+// kind gives a row the same result whatever else shares the call:
+// - Prompt: tokens of one prompt, taken four by four in register tiles
+//   (short edges padded), so a prompt resumed from a checkpoint is computed
+//   bit for bit as a fresh one;
+// - Tokens: independent decode tokens (one per sequence of a batch), each its
+//   own dot, bit for bit what a product with that one row gives.
+enum class Rows { Prompt, Tokens };
+
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < T; x is [T, W.cols], y is [T, W.rows].
 // Multi-threaded, vectorised, with fused dequantization for 4- and 8-bit rows.
 // `parallel` = false runs on the calling thread (for callers that parallelise above it).
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel = true);
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows, bool parallel = true);
+// One row is a decode token, more are a prompt.
+inline void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel = true) {
+  matmul(x, T, W, y, T == 1 ? Rows::Tokens : Rows::Prompt, parallel);
+}
 // The plain version the fast one is tested against: one row converted at a time, one thread.
 void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y);
 

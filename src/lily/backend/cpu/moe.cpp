@@ -72,16 +72,65 @@ void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t
   for (int64_t j = 0; j <= k; ++j)
     for (int64_t h = 0; h < H; ++h) yt[h] += outs[j][h];
 }
+
+// Several decode tokens: each expert runs once over the tokens routed to it,
+// with per-token dots, and each token's experts are added in rank order then
+// the shared one, exactly as moe_token adds them for a lone token.
+void moe_tokens(const float* x, int64_t T, const MoeWeights& w, const Route& route, int64_t k, float* y) {
+  const int64_t H = w.router.cols, E = w.router.rows;
+  std::vector<float> outs(static_cast<size_t>(T * (k + 1) * H));  // [token, rank (k = shared), H]
+  std::vector<std::vector<int64_t>> picked(static_cast<size_t>(E));
+  for (int64_t i = 0; i < T * k; ++i) picked[route.expert[i]].push_back(i);
+  std::vector<float> xs, g, u, d;
+  auto run_expert = [&](const Matrix& gate, const Matrix& up, const Matrix& down, int64_t n, const float* in,
+                        auto&& place) {
+    const int64_t I = gate.rows;
+    g.resize(n * I);
+    u.resize(n * I);
+    d.resize(n * H);
+    matmul(in, n, gate, g.data(), Rows::Tokens);
+    matmul(in, n, up, u.data(), Rows::Tokens);
+    for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
+    matmul(g.data(), n, down, d.data(), Rows::Tokens);
+    for (int64_t i = 0; i < n; ++i) place(i, d.data() + i * H);
+  };
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& ids = picked[e];
+    if (ids.empty()) continue;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    xs.resize(n * H);
+    for (int64_t i = 0; i < n; ++i) std::copy(x + (ids[i] / k) * H, x + (ids[i] / k + 1) * H, xs.begin() + i * H);
+    run_expert(w.gate[e], w.up[e], w.down[e], n, xs.data(), [&](int64_t i, const float* de) {
+      const int64_t t = ids[i] / k, j = ids[i] % k;
+      const float wt = route.weight[ids[i]];
+      float* o = outs.data() + (t * (k + 1) + j) * H;
+      for (int64_t h = 0; h < H; ++h) o[h] = wt * de[h];
+    });
+  }
+  run_expert(w.shared_gate, w.shared_up, w.shared_down, T, x, [&](int64_t t, const float* de) {
+    const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
+    float* o = outs.data() + (t * (k + 1) + k) * H;
+    for (int64_t h = 0; h < H; ++h) o[h] = s * de[h];
+  });
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j <= k; ++j) {
+      const float* o = outs.data() + (t * (k + 1) + j) * H;
+      for (int64_t h = 0; h < H; ++h) y[t * H + h] += o[h];
+    }
+}
 }  // namespace
 
-void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y) {
+void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y, Rows rows) {
   const int64_t H = w.router.cols, E = w.router.rows;
   std::vector<float> logits(static_cast<size_t>(T * E));
-  matmul(x, T, w.router, logits.data());
+  matmul(x, T, w.router, logits.data(), rows);
   const Route route = moe_route(logits.data(), T, E, k);
   std::fill(y, y + T * H, 0.f);
-  if (T == 1) {
-    moe_token(x, w, route, 0, k, y);
+  if (rows == Rows::Tokens) {
+    if (T == 1)
+      moe_token(x, w, route, 0, k, y);
+    else
+      moe_tokens(x, T, w, route, k, y);
     return;
   }
   // A prompt: each expert runs once over the tokens routed to it.
@@ -97,10 +146,10 @@ void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float*
     g.resize(n * I);
     u.resize(n * I);
     d.resize(n * H);
-    matmul(xs.data(), n, w.gate[e], g.data());
-    matmul(xs.data(), n, w.up[e], u.data());
+    matmul(xs.data(), n, w.gate[e], g.data(), Rows::Prompt);
+    matmul(xs.data(), n, w.up[e], u.data(), Rows::Prompt);
     for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
-    matmul(g.data(), n, w.down[e], d.data());
+    matmul(g.data(), n, w.down[e], d.data(), Rows::Prompt);
     for (int64_t i = 0; i < n; ++i) {
       const float wt = route.weight[ids[i]];
       float* yt = y + (ids[i] / k) * H;
@@ -111,10 +160,10 @@ void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float*
   g.resize(T * S);
   u.resize(T * S);
   d.resize(T * H);
-  matmul(x, T, w.shared_gate, g.data());
-  matmul(x, T, w.shared_up, u.data());
+  matmul(x, T, w.shared_gate, g.data(), Rows::Prompt);
+  matmul(x, T, w.shared_up, u.data(), Rows::Prompt);
   for (int64_t i = 0; i < T * S; ++i) g[i] = silu(g[i]) * u[i];
-  matmul(g.data(), T, w.shared_down, d.data());
+  matmul(g.data(), T, w.shared_down, d.data(), Rows::Prompt);
   for (int64_t t = 0; t < T; ++t) {
     const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
     for (int64_t h = 0; h < H; ++h) y[t * H + h] += s * d[t * H + h];

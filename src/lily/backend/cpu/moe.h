@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lily/backend/cpu/matmul.h"
 #include "lily/model/weights.h"
 
 namespace lily::cpu {
@@ -18,6 +19,9 @@ struct Route {
 Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k);
 
 // y[T, H] = sum_k w_k expert_k(x) + sigmoid(x . shared_expert_gate) * shared(x).
-void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y);
+// y = the MoE block of x [T, H]. `rows` says what the rows are (see matmul):
+// a prompt runs each expert once over the tokens routed to it; decode tokens
+// give each row exactly what a single-token step gives it.
+void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y, Rows rows);
 
 }  // namespace lily::cpu

@@ -1,0 +1,87 @@
+// Batching never changes an answer: a decode step taken for several sequences
+// at once gives each one the same logits, bit for bit, as a step taken for it
+// alone, and a prompt resumed at a chunk multiple is computed exactly as a
+// fresh one, however short the rest is. The server's continuous batching and
+// prefix cache depend on both.
+#include <gtest/gtest.h>
+
+#include "lily/error.h"
+#include "lily/model/qwen35moe.h"
+#include "support/test_support.h"
+
+namespace lily {
+namespace {
+
+// MLX conversions share the reference prompts of the model they were made from.
+std::string reference_of(const std::string& fixture) { return fixture.substr(0, fixture.find("-mlx")); }
+
+class BatchDecode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchDecode, EachRowEqualsItsOwnSingleStep) {
+  auto model = Model::load(test::model_dir(GetParam()));
+  const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
+  Qwen35MoeForward fwd(*model);
+  // sequences at different positions, with different histories (one empty)
+  std::vector<std::vector<int32_t>> prompts = {ref.prompts[5].tokens, ref.prompts[1].tokens, {}, ref.prompts[3].tokens};
+  prompts[0].resize(77);
+  const int64_t V = model->config().vocab_size;
+  std::vector<SequenceState> batched, single;
+  for (const auto& p : prompts) {
+    batched.emplace_back(model->config());
+    single.emplace_back(model->config());
+    if (p.empty()) continue;
+    fwd.forward(p, batched.back(), LogitsFor::LastPosition, ForwardMode::Prompt);
+    fwd.forward(p, single.back(), LogitsFor::LastPosition, ForwardMode::Prompt);
+  }
+  std::vector<int32_t> next = {11, 22, 33, 44};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<SequenceState*> states;
+    for (auto& s : batched) states.push_back(&s);
+    const auto rows = fwd.decode_batch(next, states);
+    ASSERT_EQ(rows.size(), next.size() * V);
+    for (size_t i = 0; i < next.size(); ++i) {
+      const auto one = fwd.forward(std::span<const int32_t>(&next[i], 1), single[i], LogitsFor::LastPosition);
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), rows.begin() + i * V)) << "sequence " << i << " step " << step;
+      EXPECT_EQ(batched[i].position(), single[i].position());
+      next[i] = static_cast<int32_t>((next[i] * 7 + step) % V);
+    }
+  }
+}
+
+TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
+  auto model = Model::load(test::model_dir(GetParam()));
+  const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
+  const auto& full = ref.prompts[5].tokens;  // 130 tokens
+  Qwen35MoeForward fwd(*model);
+  for (size_t len : {65u, 66u, 69u, 130u}) {
+    const std::vector<int32_t> prompt(full.begin(), full.begin() + len);
+    SequenceState fresh(model->config()), resumed(model->config());
+    const auto want = fwd.forward(prompt, fresh, LogitsFor::LastPosition, ForwardMode::Prompt);
+    fwd.forward(std::span<const int32_t>(prompt.data(), 64), resumed, LogitsFor::LastPosition, ForwardMode::Prompt);
+    const auto got = fwd.forward(std::span<const int32_t>(prompt.data() + 64, len - 64), resumed,
+                                 LogitsFor::LastPosition, ForwardMode::Prompt);
+    EXPECT_EQ(got, want) << "prompt of " << len << " resumed at 64";
+  }
+}
+
+TEST(BatchDecodeInput, MismatchedOrBadTokensAreRefused) {
+  auto model = Model::load(test::model_dir("tiny-a"));
+  Qwen35MoeForward fwd(*model);
+  SequenceState a(model->config()), b(model->config());
+  std::vector<SequenceState*> states = {&a, &b};
+  EXPECT_THROW(fwd.decode_batch(std::vector<int32_t>{1}, states), Error);
+  EXPECT_THROW(fwd.decode_batch(std::vector<int32_t>{1, -3}, states), Error);
+  EXPECT_EQ(a.position(), 0);
+  EXPECT_THROW(fwd.forward(std::vector<int32_t>{1, 2}, a, LogitsFor::LastPosition, ForwardMode::Decode), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchDecode, ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx3-g32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace lily
