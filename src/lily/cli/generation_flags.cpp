@@ -25,7 +25,7 @@ void GenerationFlags::add_to(CLI::App* app) {
   app->add_flag("--no-think", no_think, "answer without a reasoning phase (enable_thinking=false)");
   app->add_flag("--hide-reasoning", hide_reasoning, "do not print the reasoning");
   app->add_option("--system", system, "system prompt");
-  app->add_option("--memory-budget", memory_budget_gb, "GiB the model may use (weights, caches, scratch); refuse beyond it")
+  app->add_option("--memory-budget", memory_budget_gb_flag, "GiB the model may use (weights, caches, scratch); refuse beyond it")
       ->envname("LILY_MEMORY_BUDGET_GB");
   app->add_option("--deployment-config", deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
   app->add_option("--ctx-size", context, "longest context to plan memory for (chat; default: the model's maximum)");
@@ -54,21 +54,23 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
   return p;
 }
 
-void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_t prompt) const {
-  double budget = memory_budget_gb;
-  if (budget <= 0 && !deployment_config.empty()) {
-    std::ifstream in(deployment_config);
-    if (!in) throw Error("--deployment-config: cannot read " + deployment_config);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error("--deployment-config: " + deployment_config + " is not valid JSON: " + e.what());
-    }
-    if (!j.contains("memoryAllocationGB") || !j["memoryAllocationGB"].is_number() || j["memoryAllocationGB"].get<double>() <= 0)
-      throw Error("--deployment-config: " + deployment_config + " needs a positive memoryAllocationGB");
-    budget = j["memoryAllocationGB"].get<double>();
+double memory_budget_gb(double flag_gb, const std::string& deployment_config) {
+  if (flag_gb > 0 || deployment_config.empty()) return flag_gb;
+  std::ifstream in(deployment_config);
+  if (!in) throw Error("--deployment-config: cannot read " + deployment_config);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("--deployment-config: " + deployment_config + " is not valid JSON: " + e.what());
   }
+  if (!j.contains("memoryAllocationGB") || !j["memoryAllocationGB"].is_number() || j["memoryAllocationGB"].get<double>() <= 0)
+    throw Error("--deployment-config: " + deployment_config + " needs a positive memoryAllocationGB");
+  return j["memoryAllocationGB"].get<double>();
+}
+
+void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_t prompt) const {
+  const double budget = memory_budget_gb(memory_budget_gb_flag, deployment_config);
   const MemoryPlan plan = plan_memory(engine.model(), context, prompt);
   if (budget > 0) std::cerr << plan.describe() << "\n";
   try {

@@ -23,7 +23,7 @@ struct GenerationFlags {
   bool no_think = false;
   bool hide_reasoning = false;
   std::string system;
-  double memory_budget_gb = 0;  // 0: none
+  double memory_budget_gb_flag = 0;  // 0: none
   std::string deployment_config;  // JSON with memoryAllocationGB
   int64_t context = 0;          // chat: the longest conversation to plan for (0: the model's maximum)
 
@@ -34,6 +34,9 @@ struct GenerationFlags {
   // plan when a budget is set, and refuses with the numbers when it does not fit.
   void check_memory(const Engine& engine, int64_t context, int64_t prompt) const;
 };
+
+// The memory budget in GiB: the flag, else the deployment config's memoryAllocationGB, else 0 (none).
+double memory_budget_gb(double flag_gb, const std::string& deployment_config);
 
 // The model directory to use: the one named, else $LILY_MODEL, else the small model shipped with Lily.
 std::string default_model();

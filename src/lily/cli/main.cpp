@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   const std::vector<lily::cli::Command> commands = {
       lily::cli::add_run_command(app),
       lily::cli::add_chat_command(app),
+      lily::cli::add_serve_command(app),
       lily::cli::add_template_command(app),
       lily::cli::add_tokenize_command(app),
       lily::cli::add_detokenize_command(app),

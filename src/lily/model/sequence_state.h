@@ -28,6 +28,8 @@ class SequenceState {
   void reset();
 
   LayerState& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
+  const LayerState& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
  private:
   const ModelConfig* config_;

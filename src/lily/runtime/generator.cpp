@@ -1,10 +1,8 @@
 #include "lily/runtime/generator.h"
 
-#include <algorithm>
 #include <chrono>
 
-#include "lily/runtime/stop_strings.h"
-#include "lily/text/stream_decoder.h"
+#include "lily/runtime/continuation.h"
 
 namespace lily {
 
@@ -13,16 +11,11 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
   using clock = std::chrono::steady_clock;
   GenerationResult r;
   r.prompt_tokens = static_cast<int64_t>(req.prompt.size());
-  Sampler sampler(req.sampling);
-  sampler.set_context(req.prompt);
-  StreamDecoder decoder(engine.tokenizer());
-  StopStrings stops(req.stop);
-  const auto& stop_ids = engine.stop_ids();
-  auto emit = [&](const std::string& s) {
-    if (s.empty()) return true;
-    r.text += s;
-    return on_text(s);
-  };
+  ContinuationParams cp;
+  cp.sampling = req.sampling;
+  cp.max_tokens = req.max_tokens;
+  cp.stop = req.stop;
+  Continuation cont(engine, cp, req.prompt);
 
   const auto t0 = clock::now();
   std::vector<float> logits = session.prefill(req.prompt, req.checkpoint_at);
@@ -30,28 +23,26 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
   const auto t1 = clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   r.finish_reason = "length";
-  for (int64_t i = 0; i < req.max_tokens; ++i) {
+  while (req.max_tokens > 0) {
     if (req.cancel && req.cancel->load()) {
       r.finish_reason = "cancelled";
       break;
     }
-    const int32_t tok = sampler.sample(logits);
-    r.tokens.push_back(tok);
-    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) {
-      r.finish_reason = "stop";
+    Continuation::Step s = cont.next(logits);
+    if (!s.text.empty()) {
+      r.text += s.text;
+      if (!on_text(s.text)) {
+        r.finish_reason = "cancelled";
+        break;
+      }
+    }
+    if (s.feed < 0) {
+      r.finish_reason = s.finish_reason;
       break;
     }
-    if (!emit(stops.push(decoder.push(tok)))) {
-      r.finish_reason = "cancelled";
-      break;
-    }
-    if (stops.stopped()) {
-      r.finish_reason = "stop";
-      break;
-    }
-    if (i + 1 < req.max_tokens) logits = session.step(tok);
+    logits = session.step(s.feed);
   }
-  if (r.finish_reason != "cancelled" && !stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());
+  r.tokens = cont.tokens();
   r.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return r;
 }

@@ -57,7 +57,9 @@ void Sampler::set_context(std::span<const int32_t> tokens) {
   }
 }
 
-int32_t Sampler::sample(std::vector<float>& logits) {
+int32_t Sampler::sample(std::vector<float>& logits) { return sample(logits, nullptr); }
+
+int32_t Sampler::sample(std::vector<float>& logits, const std::function<bool(int32_t)>& allowed) {
   const int64_t V = static_cast<int64_t>(logits.size());
   for (const auto& [id, bias] : p_.logit_bias)
     if (id >= 0 && id < V) logits[id] += bias;
@@ -71,10 +73,41 @@ int32_t Sampler::sample(std::vector<float>& logits) {
     logits[t] -= static_cast<float>(p_.presence_penalty + p_.frequency_penalty * n);
   }
 
-  int32_t pick;
-  if (p_.temperature == 0) {
+  int32_t pick = -1;
+  if (allowed) {
+    // Out of the allowed tokens the best is found by logit first; only that
+    // search can be long, and it is over once one token passes.
+    std::vector<int32_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    size_t first = 0;
+    while (first < order.size() && !allowed(order[first])) logits[order[first++]] = -INFINITY;
+    if (first == order.size()) return -1;
+    if (p_.temperature == 0) {
+      pick = order[first];
+    } else {
+      for (int tries = 0; tries < 64 && pick < 0; ++tries) {
+        const int32_t t = draw(logits);
+        if (allowed(t)) pick = t;
+        else logits[t] = -INFINITY;
+      }
+      if (pick < 0) pick = order[first];
+    }
+  } else if (p_.temperature == 0) {
     pick = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   } else {
+    pick = draw(logits);
+  }
+  generated_counts_[pick]++;
+  set_context(std::span<const int32_t>(&pick, 1));
+  return pick;
+}
+
+int32_t Sampler::draw(const std::vector<float>& logits) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  int32_t pick;
+  {
     // Candidates sorted by logit; top-k first as it bounds the work.
     std::vector<int32_t> idx(static_cast<size_t>(V));
     std::iota(idx.begin(), idx.end(), 0);
@@ -118,8 +151,6 @@ int32_t Sampler::sample(std::vector<float>& logits) {
       }
     }
   }
-  generated_counts_[pick]++;
-  set_context(std::span<const int32_t>(&pick, 1));
   return pick;
 }
 

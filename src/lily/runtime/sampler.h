@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -40,10 +41,17 @@ class Sampler {
   void set_context(std::span<const int32_t> tokens);
   // Picks a token from `logits` (modified in place) and records it.
   int32_t sample(std::vector<float>& logits);
+  // The same, among the tokens `allowed` accepts (constrained output): a
+  // refused token is struck out and the draw repeated, which draws from the
+  // distribution restricted to the allowed tokens. -1 when none is allowed.
+  int32_t sample(std::vector<float>& logits, const std::function<bool(int32_t)>& allowed);
 
   const SamplingParams& params() const { return p_; }
 
  private:
+  // A draw from the temperature / top-k / top-p / min-p distribution of `logits`.
+  int32_t draw(const std::vector<float>& logits);
+
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> generated_counts_;

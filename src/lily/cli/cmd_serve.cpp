@@ -1,0 +1,95 @@
+// `lily serve [MODEL]`: the OpenAI-compatible server on a local port.
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "lily/cli/commands.h"
+#include "lily/cli/generation_flags.h"
+#include "lily/error.h"
+#include "lily/runtime/memory_plan.h"
+#include "lily/server/http_server.h"
+
+namespace lily::cli {
+
+namespace {
+server::HttpServer* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+// Sequences and the prefix cache share what the budget leaves after the
+// weights: every sequence slot must be able to reach the full context, and
+// the cache gets the rest (up to its own limit).
+void plan_server_memory(const Engine& engine, server::ServerOptions& opt, double budget_gb) {
+  const MemoryPlan one = plan_memory(engine.model(), opt.context, opt.scheduler.prefill_chunk);
+  const size_t per_seq = one.gdn_state + one.kv_cache, seqs = opt.scheduler.max_sequences;
+  const size_t fixed = one.weights + one.scratch + seqs * per_seq;
+  std::cerr << one.describe() << "; " << seqs << " sequences at " << opt.context
+            << " tokens need " << static_cast<double>(fixed) / (1 << 30) << " GiB\n";
+  if (budget_gb <= 0) return;
+  const double budget = budget_gb * (1ull << 30);
+  if (static_cast<double>(fixed) > budget)
+    throw Error("the plan needs " + std::to_string(static_cast<double>(fixed) / (1 << 30)) + " GiB but the budget is " +
+                std::to_string(budget_gb) + " GiB: lower --ctx-size or --parallel");
+  opt.scheduler.cache_bytes = std::min(opt.scheduler.cache_bytes, static_cast<size_t>(budget - static_cast<double>(fixed)));
+  std::cerr << "prefix cache: " << static_cast<double>(opt.scheduler.cache_bytes) / (1 << 30) << " GiB\n";
+}
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  struct Opts {
+    std::vector<std::string> model;
+    server::ServerOptions server;
+    double cache_gb = 4;
+    bool no_cache = false;
+    double budget_gb = 0;
+    std::string deployment_config;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (MODEL defaults to the bundled model)");
+  sub->add_option("model", o->model, "a model directory or Hugging Face repo id")->expected(0, 1);
+  sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
+  sub->add_option("--port", o->server.port, "port (0: any free one, printed at start)");
+  sub->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY' (also $LILY_API_KEY)")
+      ->envname("LILY_API_KEY");
+  sub->add_option("--alias", o->server.model_name, "model id reported by /v1/models");
+  sub->add_option("--ctx-size", o->server.context, "longest prompt + answer in tokens (default: the model's maximum)");
+  sub->add_option("--parallel", o->server.scheduler.max_sequences, "sequences decoded together (default 16)");
+  sub->add_option("--queue", o->server.scheduler.max_queue, "requests that may wait beyond those; more get 503");
+  sub->add_option("--prefill-chunk", o->server.scheduler.prefill_chunk, "prompt tokens computed between two decode steps");
+  sub->add_option("--cache-gb", o->cache_gb, "prefix cache size in GiB (default 4)");
+  sub->add_flag("--no-prefix-cache", o->no_cache, "never reuse prompt prefixes");
+  sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may run (default 600)");
+  sub->add_option("--max-body", o->server.max_body_bytes, "largest request body in bytes");
+  sub->add_flag("--cors", o->server.cors, "answer browsers from other origins (off by default)");
+  sub->add_option("--cors-origin", o->server.cors_origin, "the allowed origin with --cors (default *)");
+  sub->add_option("--memory-budget", o->budget_gb, "GiB for weights, sequences and cache; refuse to start beyond it");
+  sub->add_option("--deployment-config", o->deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
+  return {sub, [o]() {
+            const std::string model = o->model.empty() ? default_model() : o->model[0];
+            const double budget = memory_budget_gb(o->budget_gb, o->deployment_config);
+            o->server.scheduler.cache_enabled = !o->no_cache;
+            o->server.scheduler.cache_bytes = static_cast<size_t>(o->cache_gb * (1ull << 30));
+            server::HttpServer srv(o->server);
+            g_server = &srv;
+            std::signal(SIGINT, on_signal);
+            std::signal(SIGTERM, on_signal);
+            std::signal(SIGPIPE, SIG_IGN);
+            srv.run(
+                [&](server::ServerOptions& opt) {
+                  auto engine = Engine::load(model);
+                  const ModelConfig& cfg = engine->model().config();
+                  if (opt.context <= 0) opt.context = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
+                  plan_server_memory(*engine, opt, budget);
+                  return engine;
+                },
+                [&](int port) {
+                  std::cerr << "lily serve: listening on http://" << o->server.host << ":" << port << " (loading "
+                            << model << ")" << std::endl;
+                });
+            g_server = nullptr;
+            return 0;
+          }};
+}
+
+}  // namespace lily::cli

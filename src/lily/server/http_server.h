@@ -1,0 +1,61 @@
+// `lily serve`: the OpenAI-compatible HTTP server. It listens at once and
+// answers /health with 503 while the model loads, then 200. Requests are
+// checked and turned into jobs for the Scheduler; answers go back whole or
+// as Server-Sent Events. Nothing here computes: the engine does.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lily/runtime/engine.h"
+#include "lily/runtime/scheduler.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace lily::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;                  // empty: no authentication
+  size_t max_body_bytes = size_t(16) << 20;
+  bool cors = false;
+  std::string cors_origin = "*";
+  double request_timeout_s = 600;       // a request still running after this ends with an error
+  int64_t context = 0;                  // longest prompt + answer, in tokens (0: the model's maximum)
+  std::string model_name;               // the id in /v1/models (default: the model directory's name)
+  SchedulerOptions scheduler;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions opt);
+  ~HttpServer();
+
+  // Binds the port (0: any free one), then loads the model with `load` while
+  // /health answers 503, then serves until stop(). `load` may settle the
+  // options that depend on the model (context, cache size). Throws
+  // lily::Error when the address cannot be bound or the model cannot be loaded.
+  void run(const std::function<std::unique_ptr<Engine>(ServerOptions&)>& load,
+           const std::function<void(int port)>& on_listening = nullptr);
+  void stop();
+  int port() const { return port_; }
+
+ private:
+  void routes();
+  std::string metrics() const;
+
+  ServerOptions opt_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::atomic<bool> ready_{false};
+  std::atomic<uint64_t> http_errors_{0};
+  int port_ = 0;
+};
+
+}  // namespace lily::server

@@ -1,0 +1,169 @@
+#include "lily/text/json_prefix.h"
+
+namespace lily {
+
+namespace {
+bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// Number sub-states, after: '-', '0', [1-9]digits, '.', frac digits, 'e', exp sign, exp digits.
+enum : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
+}  // namespace
+
+bool JsonPrefix::accepts(std::string_view bytes) const {
+  JsonPrefix copy = *this;
+  return copy.push(bytes);
+}
+
+bool JsonPrefix::push(std::string_view bytes) {
+  JsonPrefix saved = *this;
+  for (char c : bytes)
+    if (!step(c)) {
+      *this = saved;
+      return false;
+    }
+  return true;
+}
+
+bool JsonPrefix::end_value() {
+  state_ = stack_.empty() ? State::Done : State::AfterValue;
+  return true;
+}
+
+// Returns false when `c` cannot follow the number's digits so far; *consumed
+// is false when `c` ends the number and must be read as what follows it.
+bool JsonPrefix::number_step(char c, bool* consumed) {
+  *consumed = true;
+  switch (num_) {
+    case kMinus:
+      if (c == '0') return num_ = kZero, true;
+      if (is_digit(c)) return num_ = kInt, true;
+      return false;
+    case kZero:
+    case kInt:
+      if (num_ == kInt && is_digit(c)) return true;
+      if (c == '.') return num_ = kDot, true;
+      if (c == 'e' || c == 'E') return num_ = kExp, true;
+      break;
+    case kDot:
+      return is_digit(c) ? (num_ = kFrac, true) : false;
+    case kFrac:
+      if (is_digit(c)) return true;
+      if (c == 'e' || c == 'E') return num_ = kExp, true;
+      break;
+    case kExp:
+      if (c == '+' || c == '-') return num_ = kExpSign, true;
+      return is_digit(c) ? (num_ = kExpDigits, true) : false;
+    case kExpSign:
+      return is_digit(c) ? (num_ = kExpDigits, true) : false;
+    case kExpDigits:
+      if (is_digit(c)) return true;
+      break;
+  }
+  *consumed = false;  // a complete number ends here
+  return true;
+}
+
+bool JsonPrefix::step(char c) {
+  if (state_ != State::String && state_ != State::Escape && state_ != State::Unicode && state_ != State::Number &&
+      state_ != State::Literal && is_ws(c)) {
+    return ++whitespace_run_ <= kMaxWhitespaceRun;
+  }
+  whitespace_run_ = 0;
+  switch (state_) {
+    case State::Start:
+      if (c != '{') return false;
+      stack_.push_back('{');
+      state_ = State::KeyOrEnd;
+      return true;
+    case State::KeyOrEnd:
+    case State::Key:
+      if (c == '}' && state_ == State::KeyOrEnd) {
+        stack_.pop_back();
+        return end_value();
+      }
+      if (c != '"') return false;
+      string_is_key_ = true;
+      state_ = State::String;
+      return true;
+    case State::Colon:
+      if (c != ':') return false;
+      state_ = State::Value;
+      return true;
+    case State::ValueOrEnd:
+      if (c == ']') {
+        stack_.pop_back();
+        return end_value();
+      }
+      [[fallthrough]];
+    case State::Value:
+      if (c == '"') {
+        string_is_key_ = false;
+        state_ = State::String;
+      } else if (c == '{' || c == '[') {
+        stack_.push_back(c);
+        state_ = c == '{' ? State::KeyOrEnd : State::ValueOrEnd;
+      } else if (c == '-' || is_digit(c)) {
+        num_ = c == '-' ? kMinus : c == '0' ? kZero : kInt;
+        state_ = State::Number;
+      } else if (c == 't' || c == 'f' || c == 'n') {
+        literal_rest_ = c == 't' ? "rue" : c == 'f' ? "alse" : "ull";
+        state_ = State::Literal;
+      } else {
+        return false;
+      }
+      return true;
+    case State::AfterValue:
+      if (c == ',') {
+        state_ = stack_.back() == '{' ? State::Key : State::Value;
+        return true;
+      }
+      if ((c == '}' && stack_.back() == '{') || (c == ']' && stack_.back() == '[')) {
+        stack_.pop_back();
+        return end_value();
+      }
+      return false;
+    case State::String:
+      if (c == '"') {
+        if (string_is_key_) state_ = State::Colon;
+        else end_value();
+      } else if (c == '\\') {
+        state_ = State::Escape;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        return false;  // control characters must be escaped
+      }
+      return true;
+    case State::Escape:
+      if (c == 'u') {
+        unicode_left_ = 4;
+        state_ = State::Unicode;
+        return true;
+      }
+      if (std::string_view("\"\\/bfnrt").find(c) == std::string_view::npos) return false;
+      state_ = State::String;
+      return true;
+    case State::Unicode:
+      if (!is_hex(c)) return false;
+      if (--unicode_left_ == 0) state_ = State::String;
+      return true;
+    case State::Number: {
+      bool consumed;
+      if (!number_step(c, &consumed)) return false;
+      if (consumed) return true;
+      if (num_ == kMinus || num_ == kDot || num_ == kExp || num_ == kExpSign) return false;
+      end_value();
+      return step(c);
+    }
+    case State::Literal:
+      if (c != literal_rest_.front()) return false;
+      literal_rest_.remove_prefix(1);
+      if (literal_rest_.empty()) end_value();
+      return true;
+    case State::Done:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace lily

@@ -1,0 +1,52 @@
+// The JSON-object prefix check behind response_format json_object.
+#include "lily/text/json_prefix.h"
+
+#include <gtest/gtest.h>
+
+namespace lily {
+namespace {
+
+bool valid_prefix(const std::string& s) {
+  JsonPrefix j;
+  return j.push(s);
+}
+bool complete(const std::string& s) {
+  JsonPrefix j;
+  return j.push(s) && j.complete();
+}
+
+TEST(JsonPrefix, AcceptsEveryPrefixOfValidObjects) {
+  for (const std::string doc :
+       {R"({})", R"({"a": 1})", R"( {"a": [1, -2.5e+3, 0.25, true, false, null], "b": {"c": "x\"\\\u00e9y"}} )",
+        R"({"k":[],"l":[{}],"m":"€ü"})", "{\n  \"n\": -0\n}"}) {
+    for (size_t i = 0; i <= doc.size(); ++i) EXPECT_TRUE(valid_prefix(doc.substr(0, i))) << doc.substr(0, i);
+    EXPECT_TRUE(complete(doc)) << doc;
+  }
+}
+
+TEST(JsonPrefix, RefusesWhatCannotBecomeAnObject) {
+  for (const std::string bad : {"[", "\"a\"", "1", "{a", "{\"a\" 1", "{\"a\":}", "{\"a\":01", "{\"a\":1.}",
+                                "{\"a\":tru}", "{\"a\":[1,]", "{\"a\":1}}", "{\"a\":1} x", "{\"a\":\"\x01\"}",
+                                "{\"a\":\"\\q\"}", "{\"a\":\"\\u12g4\"}", "{,", "{\"a\":1,}", "{\"a\":-}"})
+    EXPECT_FALSE(valid_prefix(bad)) << bad;
+}
+
+TEST(JsonPrefix, AFailedPushChangesNothing) {
+  JsonPrefix j;
+  ASSERT_TRUE(j.push("{\"a\": "));
+  EXPECT_FALSE(j.push("}"));
+  EXPECT_TRUE(j.accepts("12"));
+  EXPECT_TRUE(j.push("12}"));
+  EXPECT_TRUE(j.complete());
+  EXPECT_FALSE(j.accepts("{}"));  // nothing but whitespace may follow the finished object
+}
+
+TEST(JsonPrefix, EndlessWhitespaceIsCut) {
+  JsonPrefix j;
+  EXPECT_TRUE(j.push(std::string(JsonPrefix::kMaxWhitespaceRun, ' ')));
+  EXPECT_FALSE(j.push(" "));
+  EXPECT_TRUE(j.push("{\"s\": \"" + std::string(100, ' ') + "\"}"));  // inside strings spaces are content
+}
+
+}  // namespace
+}  // namespace lily
