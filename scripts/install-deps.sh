@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the system packages that Lily's build and tests need (Debian/Ubuntu).
-# Each one also exists in Homebrew: nlohmann-json, cli11, googletest, google-benchmark.
+# Each one also exists in Homebrew: nlohmann-json, cli11, cpp-httplib, googletest,
+# google-benchmark, node (the server tests drive lily serve with the OpenAI Node client).
 set -euo pipefail
-packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3)
+packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3 curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js may come from elsewhere than Debian (with its own npm): only a machine without one gets Debian's.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq

@@ -13,7 +13,9 @@ int main(int argc, char** argv) {
   const std::vector<lily::cli::Command> commands = {
       lily::cli::add_run_command(app),
       lily::cli::add_chat_command(app),
+#ifdef LILY_WITH_SERVER
       lily::cli::add_serve_command(app),
+#endif
       lily::cli::add_template_command(app),
       lily::cli::add_tokenize_command(app),
       lily::cli::add_detokenize_command(app),

@@ -1,6 +1,7 @@
 #include "lily/server/openai_request.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "lily/error.h"
 #include "lily/server/api_error.h"
@@ -17,13 +18,19 @@ const json* field(const json& body, const char* name) {
   return &*it;
 }
 
+std::string plain(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
 std::optional<double> number(const json& body, const char* name, double lo, double hi) {
   const json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number()) throw bad_field(name, "must be a number");
   const double x = v->get<double>();
   if (!(x >= lo && x <= hi))
-    throw bad_field(name, "must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + v->dump());
+    throw bad_field(name, "must be between " + plain(lo) + " and " + plain(hi) + ", got " + v->dump());
   return x;
 }
 
