@@ -1,10 +1,16 @@
 #include "lily/backend/cpu/kernels.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+// GCC 12 reports its own AVX-512 intrinsics (the undefined pass-through
+// operand of their masked forms) as maybe uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define LILY_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -95,49 +101,66 @@ static float dot_q8_portable(const uint8_t* q, const float* x, const float* xsum
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Hand-written AVX-512 and AVX2 versions: 16 (or 8) bytes widened to lanes,
-// nibbles split by mask and shift, one fused multiply-add per lane and input.
-__attribute__((target("avx512f,avx512bw"))) static float dot_q4_avx512(const uint8_t* q, const float* xe,
-                                                                       const float* xo, const float* xsum,
-                                                                       const float* scales, const float* biases,
-                                                                       int64_t groups, int gs) {
+// Hand-written AVX-512 and AVX2 versions of four rows at once: the input is
+// loaded once for the four, and their independent accumulators keep the
+// multiply-add units busy instead of waiting on one chain. Bytes are widened
+// to lanes, nibbles split by mask and shift. Each row's arithmetic is the
+// same whichever rows share the call.
+__attribute__((target("avx512f,avx512bw"))) static void dot_q4_x4_avx512(const uint8_t* const q[4], const float* xe,
+                                                                         const float* xo, const float* xsum,
+                                                                         const float* const scales[4],
+                                                                         const float* const biases[4], int64_t groups,
+                                                                         int gs, float out[4]) {
   const int half = gs / 2;
   const __m512i mask = _mm512_set1_epi32(15);
-  __m512 tot = _mm512_setzero_ps();
-  float bias_sum = 0.f;
+  __m512 tot[4];
+  float bias_sum[4] = {0, 0, 0, 0};
+  for (auto& t : tot) t = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* qg = q + g * half;
-    const float* eg = xe + g * half;
-    const float* og = xo + g * half;
-    __m512 p = _mm512_setzero_ps();
+    const int64_t off = g * half;
+    __m512 pe[4], po[4];
+    for (int r = 0; r < 4; ++r) pe[r] = po[r] = _mm512_setzero_ps();
     for (int j = 0; j < half; j += 16) {
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qg + j)));
-      p = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, mask)), _mm512_loadu_ps(eg + j), p);
-      p = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)), _mm512_loadu_ps(og + j), p);
+      const __m512 e = _mm512_loadu_ps(xe + off + j), o = _mm512_loadu_ps(xo + off + j);
+      for (int r = 0; r < 4; ++r) {
+        const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + off + j)));
+        pe[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, mask)), e, pe[r]);
+        po[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)), o, po[r]);
+      }
     }
-    tot = _mm512_fmadd_ps(_mm512_set1_ps(scales[g]), p, tot);
-    bias_sum += biases[g] * xsum[g];
+    for (int r = 0; r < 4; ++r) {
+      tot[r] = _mm512_fmadd_ps(_mm512_set1_ps(scales[r][g]), _mm512_add_ps(pe[r], po[r]), tot[r]);
+      bias_sum[r] += biases[r][g] * xsum[g];
+    }
   }
-  return _mm512_reduce_add_ps(tot) + bias_sum;
+  for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(tot[r]) + bias_sum[r];
 }
 
-__attribute__((target("avx512f,avx512bw"))) static float dot_q8_avx512(const uint8_t* q, const float* x,
-                                                                       const float* xsum, const float* scales,
-                                                                       const float* biases, int64_t groups, int gs) {
-  __m512 tot = _mm512_setzero_ps();
-  float bias_sum = 0.f;
+__attribute__((target("avx512f,avx512bw"))) static void dot_q8_x4_avx512(const uint8_t* const q[4], const float* x,
+                                                                         const float* xsum,
+                                                                         const float* const scales[4],
+                                                                         const float* const biases[4], int64_t groups,
+                                                                         int gs, float out[4]) {
+  __m512 tot[4];
+  float bias_sum[4] = {0, 0, 0, 0};
+  for (auto& t : tot) t = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* qg = q + g * gs;
-    const float* xg = x + g * gs;
-    __m512 p = _mm512_setzero_ps();
+    const int64_t off = g * gs;
+    __m512 p[4];
+    for (auto& v : p) v = _mm512_setzero_ps();
     for (int j = 0; j < gs; j += 16) {
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qg + j)));
-      p = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), _mm512_loadu_ps(xg + j), p);
+      const __m512 xv = _mm512_loadu_ps(x + off + j);
+      for (int r = 0; r < 4; ++r) {
+        const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + off + j)));
+        p[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), xv, p[r]);
+      }
     }
-    tot = _mm512_fmadd_ps(_mm512_set1_ps(scales[g]), p, tot);
-    bias_sum += biases[g] * xsum[g];
+    for (int r = 0; r < 4; ++r) {
+      tot[r] = _mm512_fmadd_ps(_mm512_set1_ps(scales[r][g]), p[r], tot[r]);
+      bias_sum[r] += biases[r][g] * xsum[g];
+    }
   }
-  return _mm512_reduce_add_ps(tot) + bias_sum;
+  for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(tot[r]) + bias_sum[r];
 }
 
 __attribute__((target("avx2,fma"))) static float hsum256(__m256 v) {
@@ -147,46 +170,60 @@ __attribute__((target("avx2,fma"))) static float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-__attribute__((target("avx2,fma"))) static float dot_q4_avx2(const uint8_t* q, const float* xe, const float* xo,
-                                                              const float* xsum, const float* scales,
-                                                              const float* biases, int64_t groups, int gs) {
+__attribute__((target("avx2,fma"))) static void dot_q4_x4_avx2(const uint8_t* const q[4], const float* xe,
+                                                                 const float* xo, const float* xsum,
+                                                                 const float* const scales[4],
+                                                                 const float* const biases[4], int64_t groups, int gs,
+                                                                 float out[4]) {
   const int half = gs / 2;
   const __m256i mask = _mm256_set1_epi32(15);
-  __m256 tot = _mm256_setzero_ps();
-  float bias_sum = 0.f;
+  __m256 tot[4];
+  float bias_sum[4] = {0, 0, 0, 0};
+  for (auto& t : tot) t = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* qg = q + g * half;
-    const float* eg = xe + g * half;
-    const float* og = xo + g * half;
-    __m256 p = _mm256_setzero_ps();
+    const int64_t off = g * half;
+    __m256 p[4];
+    for (auto& v : p) v = _mm256_setzero_ps();
     for (int j = 0; j < half; j += 8) {
-      const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + j)));
-      p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, mask)), _mm256_loadu_ps(eg + j), p);
-      p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), _mm256_loadu_ps(og + j), p);
+      const __m256 e = _mm256_loadu_ps(xe + off + j), o = _mm256_loadu_ps(xo + off + j);
+      for (int r = 0; r < 4; ++r) {
+        const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + off + j)));
+        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, mask)), e, p[r]);
+        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), o, p[r]);
+      }
     }
-    tot = _mm256_fmadd_ps(_mm256_set1_ps(scales[g]), p, tot);
-    bias_sum += biases[g] * xsum[g];
+    for (int r = 0; r < 4; ++r) {
+      tot[r] = _mm256_fmadd_ps(_mm256_set1_ps(scales[r][g]), p[r], tot[r]);
+      bias_sum[r] += biases[r][g] * xsum[g];
+    }
   }
-  return hsum256(tot) + bias_sum;
+  for (int r = 0; r < 4; ++r) out[r] = hsum256(tot[r]) + bias_sum[r];
 }
 
-__attribute__((target("avx2,fma"))) static float dot_q8_avx2(const uint8_t* q, const float* x, const float* xsum,
-                                                              const float* scales, const float* biases, int64_t groups,
-                                                              int gs) {
-  __m256 tot = _mm256_setzero_ps();
-  float bias_sum = 0.f;
+__attribute__((target("avx2,fma"))) static void dot_q8_x4_avx2(const uint8_t* const q[4], const float* x,
+                                                                 const float* xsum, const float* const scales[4],
+                                                                 const float* const biases[4], int64_t groups, int gs,
+                                                                 float out[4]) {
+  __m256 tot[4];
+  float bias_sum[4] = {0, 0, 0, 0};
+  for (auto& t : tot) t = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* qg = q + g * gs;
-    const float* xg = x + g * gs;
-    __m256 p = _mm256_setzero_ps();
+    const int64_t off = g * gs;
+    __m256 p[4];
+    for (auto& v : p) v = _mm256_setzero_ps();
     for (int j = 0; j < gs; j += 8) {
-      const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + j)));
-      p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), _mm256_loadu_ps(xg + j), p);
+      const __m256 xv = _mm256_loadu_ps(x + off + j);
+      for (int r = 0; r < 4; ++r) {
+        const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + off + j)));
+        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), xv, p[r]);
+      }
     }
-    tot = _mm256_fmadd_ps(_mm256_set1_ps(scales[g]), p, tot);
-    bias_sum += biases[g] * xsum[g];
+    for (int r = 0; r < 4; ++r) {
+      tot[r] = _mm256_fmadd_ps(_mm256_set1_ps(scales[r][g]), p[r], tot[r]);
+      bias_sum[r] += biases[r][g] * xsum[g];
+    }
   }
-  return hsum256(tot) + bias_sum;
+  for (int r = 0; r < 4; ++r) out[r] = hsum256(tot[r]) + bias_sum[r];
 }
 
 __attribute__((target("avx512f"))) static void dot4x4_avx512(const float* const w[4], const float* const x[4],
@@ -241,6 +278,12 @@ __attribute__((target("avx2,fma"))) static void dot4x4_avx2(const float* const w
 enum class Isa { Portable, Avx2, Avx512 };
 static Isa detect_isa() {
   __builtin_cpu_init();  // this runs from a static initializer, possibly before the library's own
+  // LILY_CPU_ISA=avx2|portable caps the kernels, to compare them on one machine
+  if (const char* cap = std::getenv("LILY_CPU_ISA")) {
+    if (std::strcmp(cap, "portable") == 0) return Isa::Portable;
+    if (std::strcmp(cap, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return Isa::Avx2;
+  }
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return Isa::Avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   return Isa::Portable;
@@ -248,22 +291,22 @@ static Isa detect_isa() {
 static const Isa kIsa = detect_isa();
 #endif
 
-float dot_q4(const uint8_t* q, const float* xe, const float* xo, const float* xsum, const float* scales,
-             const float* biases, int64_t groups, int gs) {
+void dot_q4_x4(const uint8_t* const q[4], const float* xe, const float* xo, const float* xsum,
+               const float* const scales[4], const float* const biases[4], int64_t groups, int gs, float out[4]) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (kIsa == Isa::Avx512) return dot_q4_avx512(q, xe, xo, xsum, scales, biases, groups, gs);
-  if (kIsa == Isa::Avx2) return dot_q4_avx2(q, xe, xo, xsum, scales, biases, groups, gs);
+  if (kIsa == Isa::Avx512) return dot_q4_x4_avx512(q, xe, xo, xsum, scales, biases, groups, gs, out);
+  if (kIsa == Isa::Avx2) return dot_q4_x4_avx2(q, xe, xo, xsum, scales, biases, groups, gs, out);
 #endif
-  return dot_q4_portable(q, xe, xo, xsum, scales, biases, groups, gs);
+  for (int r = 0; r < 4; ++r) out[r] = dot_q4_portable(q[r], xe, xo, xsum, scales[r], biases[r], groups, gs);
 }
 
-float dot_q8(const uint8_t* q, const float* x, const float* xsum, const float* scales, const float* biases,
-             int64_t groups, int gs) {
+void dot_q8_x4(const uint8_t* const q[4], const float* x, const float* xsum, const float* const scales[4],
+               const float* const biases[4], int64_t groups, int gs, float out[4]) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (kIsa == Isa::Avx512) return dot_q8_avx512(q, x, xsum, scales, biases, groups, gs);
-  if (kIsa == Isa::Avx2) return dot_q8_avx2(q, x, xsum, scales, biases, groups, gs);
+  if (kIsa == Isa::Avx512) return dot_q8_x4_avx512(q, x, xsum, scales, biases, groups, gs, out);
+  if (kIsa == Isa::Avx2) return dot_q8_x4_avx2(q, x, xsum, scales, biases, groups, gs, out);
 #endif
-  return dot_q8_portable(q, x, xsum, scales, biases, groups, gs);
+  for (int r = 0; r < 4; ++r) out[r] = dot_q8_portable(q[r], x, xsum, scales[r], biases[r], groups, gs);
 }
 
 void dot4x4(const float* const w[4], const float* const x[4], int64_t n, float out[4][4]) {

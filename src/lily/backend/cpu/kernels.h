@@ -16,12 +16,14 @@ void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 
 // Sum of each group of `gs` inputs: xsum[g] = sum(x[g*gs .. (g+1)*gs)).
 void group_sums(const float* x, int64_t n, int gs, float* xsum);
-// One quantized row dotted with x; scales and biases already in float.
+// Four quantized rows dotted with the same x (out[r] = row r . x); scales
+// and biases already in float. A row may be passed more than once (short
+// edges); its result does not depend on the other rows of the call.
 // 4-bit: xe/xo are the even and odd inputs (see deinterleave), met by the low and high nibbles.
-float dot_q4(const uint8_t* q, const float* xe, const float* xo, const float* xsum, const float* scales,
-             const float* biases, int64_t groups, int gs);
-float dot_q8(const uint8_t* q, const float* x, const float* xsum, const float* scales, const float* biases,
-             int64_t groups, int gs);
+void dot_q4_x4(const uint8_t* const q[4], const float* xe, const float* xo, const float* xsum,
+               const float* const scales[4], const float* const biases[4], int64_t groups, int gs, float out[4]);
+void dot_q8_x4(const uint8_t* const q[4], const float* x, const float* xsum, const float* const scales[4],
+               const float* const biases[4], int64_t groups, int gs, float out[4]);
 
 void deinterleave(const float* x, int64_t n, float* xe, float* xo);
 

@@ -70,14 +70,28 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
       if (W.bits == 4) kernels::deinterleave(x + t * C, C, xeo.data() + t * C, xeo.data() + t * C + C / 2);
     }
     run(row_grain(W, T), [&](int64_t b, int64_t e) {
-      std::vector<float> s(static_cast<size_t>(groups)), bi(static_cast<size_t>(groups));
-      for (int64_t r = b; r < e; ++r) {
-        scales_to_float(W, r, groups, s.data(), bi.data());
-        const auto* q = static_cast<const uint8_t*>(W.row(r));
-        for (int64_t t = 0; t < T; ++t)
-          y[t * R + r] = W.bits == 4 ? kernels::dot_q4(q, xeo.data() + t * C, xeo.data() + t * C + C / 2,
-                                                       xsum.data() + t * groups, s.data(), bi.data(), groups, gs)
-                                     : kernels::dot_q8(q, x + t * C, xsum.data() + t * groups, s.data(), bi.data(), groups, gs);
+      // four rows at a time; a short last block repeats its last row
+      std::vector<float> sb(static_cast<size_t>(8 * groups));
+      for (int64_t r0 = b; r0 < e; r0 += 4) {
+        const int64_t n = std::min<int64_t>(4, e - r0);
+        const uint8_t* q[4];
+        const float *sc[4], *bi[4];
+        for (int64_t i = 0; i < 4; ++i) {
+          if (i < n) scales_to_float(W, r0 + i, groups, sb.data() + 2 * i * groups, sb.data() + (2 * i + 1) * groups);
+          const int64_t k = std::min(i, n - 1);
+          q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
+          sc[i] = sb.data() + 2 * k * groups;
+          bi[i] = sb.data() + (2 * k + 1) * groups;
+        }
+        for (int64_t t = 0; t < T; ++t) {
+          float out[4];
+          if (W.bits == 4)
+            kernels::dot_q4_x4(q, xeo.data() + t * C, xeo.data() + t * C + C / 2, xsum.data() + t * groups, sc, bi,
+                               groups, gs, out);
+          else
+            kernels::dot_q8_x4(q, x + t * C, xsum.data() + t * groups, sc, bi, groups, gs, out);
+          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[i];
+        }
       }
     });
     return;

@@ -1,0 +1,97 @@
+// Matrix products of the real model's shapes on MLX 4-bit weights (group 64,
+// BF16 scales and biases, as mlx-community checkpoints store them):
+// decode (one input row; read bandwidth is the limit) and prompt pieces
+// (many rows; arithmetic is the limit). Bytes/s is the weight bytes read.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "lily/backend/cpu/matmul.h"
+#include "lily/backend/cpu/thread_pool.h"
+#include "lily/io/dtype.h"
+#include "lily/quant/affine.h"
+
+namespace {
+
+using namespace lily;
+
+struct QuantMatrix {
+  quant::QuantizedRows q;
+  std::vector<uint16_t> scales, biases;
+  Matrix m;
+  QuantMatrix(int64_t R, int64_t C, int bits = 4, int gs = 64) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> n(0.f, 0.02f);
+    std::vector<float> w(static_cast<size_t>(R * C));
+    for (auto& a : w) a = n(rng);
+    q = quant::quantize(w.data(), R, C, bits, gs);
+    for (float s : q.scales) scales.push_back(float_to_bf16(s));
+    for (float b : q.biases) biases.push_back(float_to_bf16(b));
+    m = Matrix{DType::U32, q.packed.data(), R, C};
+    m.bits = bits;
+    m.group_size = gs;
+    m.scale_dtype = DType::BF16;
+    m.scales = scales.data();
+    m.biases = biases.data();
+  }
+};
+
+void BM_Decode4bit(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1);
+  static QuantMatrix* w = nullptr;  // built once per shape (large)
+  static int64_t shape = -1;
+  if (shape != R * 100000 + C) {
+    delete w;
+    w = new QuantMatrix(R, C);
+    shape = R * 100000 + C;
+  }
+  std::vector<float> x(static_cast<size_t>(C), 0.5f), y(static_cast<size_t>(R));
+  for (auto _ : state) {
+    cpu::matmul(x.data(), 1, w->m, y.data(), cpu::Rows::Tokens);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w->m.bytes()));
+}
+// lm_head slice (248320 rows in the model), GDN qkv projection, an expert's gate
+BENCHMARK(BM_Decode4bit)->Args({65536, 2048})->Args({8192, 2048})->Args({512, 2048})->UseRealTime();
+
+// What a plain read of the same bytes costs: the roofline of the decode products.
+void BM_ReadBytes(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0)) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);
+  uint64_t sink = 0;
+  for (auto _ : state) {
+    std::vector<uint64_t> part(64, 0);
+    cpu::ThreadPool::global().parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (int64_t i = b; i + 4 <= e; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
+      part[(b * 8 / static_cast<int64_t>(n)) * 8] = a0 ^ a1 ^ a2 ^ a3;
+    });
+    for (uint64_t p : part) sink += p;
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(uint64_t)));
+}
+BENCHMARK(BM_ReadBytes)->Arg(72 << 20)->Arg(9 << 20)->UseRealTime();
+
+void BM_Prompt4bit(benchmark::State& state) {
+  const int64_t T = state.range(0), R = 2048, C = 2048;
+  static QuantMatrix w(R, C);
+  std::vector<float> x(static_cast<size_t>(T * C), 0.5f), y(static_cast<size_t>(T * R));
+  for (auto _ : state) {
+    cpu::matmul(x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * R * C * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Prompt4bit)->Arg(16)->Arg(64)->Arg(512)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cpu::ThreadPool::set_threads(2);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
