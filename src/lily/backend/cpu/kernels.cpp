@@ -1,5 +1,6 @@
 #include "lily/backend/cpu/kernels.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -101,66 +102,85 @@ static float dot_q8_portable(const uint8_t* q, const float* x, const float* xsum
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Hand-written AVX-512 and AVX2 versions of four rows at once: the input is
-// loaded once for the four, and their independent accumulators keep the
-// multiply-add units busy instead of waiting on one chain. Bytes are widened
-// to lanes, nibbles split by mask and shift. Each row's arithmetic is the
-// same whichever rows share the call.
-__attribute__((target("avx512f,avx512bw"))) static void dot_q4_x4_avx512(const uint8_t* const q[4], const float* xe,
-                                                                         const float* xo, const float* xsum,
-                                                                         const float* const scales[4],
-                                                                         const float* const biases[4], int64_t groups,
-                                                                         int gs, float out[4]) {
-  const int half = gs / 2;
+// Hand-written AVX-512 and AVX2 versions over a tile of R rows and T tokens:
+// each loaded weight is converted to float once and met by every token, each
+// token's input is loaded once for the R rows, and the R x T independent
+// accumulators keep the multiply-add units busy. Bytes are widened to lanes,
+// nibbles split by mask and shift. The arithmetic of one (row, token) is the
+// same in every tile shape, so a batched decode step equals a lone one (the
+// scalar bias sum is an explicit fma: left to the compiler, it would be
+// contracted in some shapes and not in others).
+template <int R, int T>
+__attribute__((target("avx512f,avx512bw"))) static void q4_tile_avx512(const QuantRows& w, int r0, const QuantInputs& in,
+                                                                       int t0, float* out, int64_t out_stride) {
+  const int half = w.gs / 2;
   const __m512i mask = _mm512_set1_epi32(15);
-  __m512 tot[4];
-  float bias_sum[4] = {0, 0, 0, 0};
-  for (auto& t : tot) t = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
+  __m512 tot[R][T];
+  float bias_sum[R][T] = {};
+  for (auto& row : tot)
+    for (auto& v : row) v = _mm512_setzero_ps();
+  for (int64_t g = 0; g < w.groups; ++g) {
     const int64_t off = g * half;
-    __m512 pe[4], po[4];
-    for (int r = 0; r < 4; ++r) pe[r] = po[r] = _mm512_setzero_ps();
+    __m512 pe[R][T], po[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) pe[r][t] = po[r][t] = _mm512_setzero_ps();
     for (int j = 0; j < half; j += 16) {
-      const __m512 e = _mm512_loadu_ps(xe + off + j), o = _mm512_loadu_ps(xo + off + j);
-      for (int r = 0; r < 4; ++r) {
-        const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + off + j)));
-        pe[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, mask)), e, pe[r]);
-        po[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)), o, po[r]);
+      __m512 lo[R], hi[R];
+      for (int r = 0; r < R; ++r) {
+        const __m512i b =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j)));
+        lo[r] = _mm512_cvtepi32_ps(_mm512_and_si512(b, mask));
+        hi[r] = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512 e = _mm512_loadu_ps(in.xe + (t0 + t) * in.x_stride + off + j);
+        const __m512 o = _mm512_loadu_ps(in.xo + (t0 + t) * in.x_stride + off + j);
+        for (int r = 0; r < R; ++r) {
+          pe[r][t] = _mm512_fmadd_ps(lo[r], e, pe[r][t]);
+          po[r][t] = _mm512_fmadd_ps(hi[r], o, po[r][t]);
+        }
       }
     }
-    for (int r = 0; r < 4; ++r) {
-      tot[r] = _mm512_fmadd_ps(_mm512_set1_ps(scales[r][g]), _mm512_add_ps(pe[r], po[r]), tot[r]);
-      bias_sum[r] += biases[r][g] * xsum[g];
-    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) {
+        tot[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(w.scales[r0 + r][g]), _mm512_add_ps(pe[r][t], po[r][t]), tot[r][t]);
+        bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
+      }
   }
-  for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(tot[r]) + bias_sum[r];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[(t0 + t) * out_stride + r0 + r] = _mm512_reduce_add_ps(tot[r][t]) + bias_sum[r][t];
 }
 
-__attribute__((target("avx512f,avx512bw"))) static void dot_q8_x4_avx512(const uint8_t* const q[4], const float* x,
-                                                                         const float* xsum,
-                                                                         const float* const scales[4],
-                                                                         const float* const biases[4], int64_t groups,
-                                                                         int gs, float out[4]) {
-  __m512 tot[4];
-  float bias_sum[4] = {0, 0, 0, 0};
-  for (auto& t : tot) t = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t off = g * gs;
-    __m512 p[4];
-    for (auto& v : p) v = _mm512_setzero_ps();
-    for (int j = 0; j < gs; j += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + off + j);
-      for (int r = 0; r < 4; ++r) {
-        const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + off + j)));
-        p[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), xv, p[r]);
+template <int R, int T>
+__attribute__((target("avx512f,avx512bw"))) static void q8_tile_avx512(const QuantRows& w, int r0, const QuantInputs& in,
+                                                                       int t0, float* out, int64_t out_stride) {
+  __m512 tot[R][T];
+  float bias_sum[R][T] = {};
+  for (auto& row : tot)
+    for (auto& v : row) v = _mm512_setzero_ps();
+  for (int64_t g = 0; g < w.groups; ++g) {
+    const int64_t off = g * w.gs;
+    __m512 p[R][T];
+    for (auto& row : p)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    for (int j = 0; j < w.gs; j += 16) {
+      __m512 qf[R];
+      for (int r = 0; r < R; ++r)
+        qf[r] = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j))));
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_loadu_ps(in.x + (t0 + t) * in.x_stride + off + j);
+        for (int r = 0; r < R; ++r) p[r][t] = _mm512_fmadd_ps(qf[r], xv, p[r][t]);
       }
     }
-    for (int r = 0; r < 4; ++r) {
-      tot[r] = _mm512_fmadd_ps(_mm512_set1_ps(scales[r][g]), p[r], tot[r]);
-      bias_sum[r] += biases[r][g] * xsum[g];
-    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) {
+        tot[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(w.scales[r0 + r][g]), p[r][t], tot[r][t]);
+        bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
+      }
   }
-  for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(tot[r]) + bias_sum[r];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[(t0 + t) * out_stride + r0 + r] = _mm512_reduce_add_ps(tot[r][t]) + bias_sum[r][t];
 }
 
 __attribute__((target("avx2,fma"))) static float hsum256(__m256 v) {
@@ -170,60 +190,70 @@ __attribute__((target("avx2,fma"))) static float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-__attribute__((target("avx2,fma"))) static void dot_q4_x4_avx2(const uint8_t* const q[4], const float* xe,
-                                                                 const float* xo, const float* xsum,
-                                                                 const float* const scales[4],
-                                                                 const float* const biases[4], int64_t groups, int gs,
-                                                                 float out[4]) {
-  const int half = gs / 2;
+template <int R, int T>
+__attribute__((target("avx2,fma"))) static void q4_tile_avx2(const QuantRows& w, int r0, const QuantInputs& in, int t0,
+                                                             float* out, int64_t out_stride) {
+  const int half = w.gs / 2;
   const __m256i mask = _mm256_set1_epi32(15);
-  __m256 tot[4];
-  float bias_sum[4] = {0, 0, 0, 0};
-  for (auto& t : tot) t = _mm256_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
+  __m256 tot[R][T];
+  float bias_sum[R][T] = {};
+  for (auto& row : tot)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t g = 0; g < w.groups; ++g) {
     const int64_t off = g * half;
-    __m256 p[4];
-    for (auto& v : p) v = _mm256_setzero_ps();
+    __m256 p[R][T];
+    for (auto& row : p)
+      for (auto& v : row) v = _mm256_setzero_ps();
     for (int j = 0; j < half; j += 8) {
-      const __m256 e = _mm256_loadu_ps(xe + off + j), o = _mm256_loadu_ps(xo + off + j);
-      for (int r = 0; r < 4; ++r) {
-        const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + off + j)));
-        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, mask)), e, p[r]);
-        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), o, p[r]);
+      for (int r = 0; r < R; ++r) {
+        const __m256i b =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j)));
+        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, mask));
+        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+        for (int t = 0; t < T; ++t) {
+          p[r][t] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(in.xe + (t0 + t) * in.x_stride + off + j), p[r][t]);
+          p[r][t] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(in.xo + (t0 + t) * in.x_stride + off + j), p[r][t]);
+        }
       }
     }
-    for (int r = 0; r < 4; ++r) {
-      tot[r] = _mm256_fmadd_ps(_mm256_set1_ps(scales[r][g]), p[r], tot[r]);
-      bias_sum[r] += biases[r][g] * xsum[g];
-    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) {
+        tot[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(w.scales[r0 + r][g]), p[r][t], tot[r][t]);
+        bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
+      }
   }
-  for (int r = 0; r < 4; ++r) out[r] = hsum256(tot[r]) + bias_sum[r];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[(t0 + t) * out_stride + r0 + r] = hsum256(tot[r][t]) + bias_sum[r][t];
 }
 
-__attribute__((target("avx2,fma"))) static void dot_q8_x4_avx2(const uint8_t* const q[4], const float* x,
-                                                                 const float* xsum, const float* const scales[4],
-                                                                 const float* const biases[4], int64_t groups, int gs,
-                                                                 float out[4]) {
-  __m256 tot[4];
-  float bias_sum[4] = {0, 0, 0, 0};
-  for (auto& t : tot) t = _mm256_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t off = g * gs;
-    __m256 p[4];
-    for (auto& v : p) v = _mm256_setzero_ps();
-    for (int j = 0; j < gs; j += 8) {
-      const __m256 xv = _mm256_loadu_ps(x + off + j);
-      for (int r = 0; r < 4; ++r) {
-        const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + off + j)));
-        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), xv, p[r]);
+template <int R, int T>
+__attribute__((target("avx2,fma"))) static void q8_tile_avx2(const QuantRows& w, int r0, const QuantInputs& in, int t0,
+                                                             float* out, int64_t out_stride) {
+  __m256 tot[R][T];
+  float bias_sum[R][T] = {};
+  for (auto& row : tot)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t g = 0; g < w.groups; ++g) {
+    const int64_t off = g * w.gs;
+    __m256 p[R][T];
+    for (auto& row : p)
+      for (auto& v : row) v = _mm256_setzero_ps();
+    for (int j = 0; j < w.gs; j += 8) {
+      for (int r = 0; r < R; ++r) {
+        const __m256 qf = _mm256_cvtepi32_ps(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j))));
+        for (int t = 0; t < T; ++t)
+          p[r][t] = _mm256_fmadd_ps(qf, _mm256_loadu_ps(in.x + (t0 + t) * in.x_stride + off + j), p[r][t]);
       }
     }
-    for (int r = 0; r < 4; ++r) {
-      tot[r] = _mm256_fmadd_ps(_mm256_set1_ps(scales[r][g]), p[r], tot[r]);
-      bias_sum[r] += biases[r][g] * xsum[g];
-    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) {
+        tot[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(w.scales[r0 + r][g]), p[r][t], tot[r][t]);
+        bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
+      }
   }
-  for (int r = 0; r < 4; ++r) out[r] = hsum256(tot[r]) + bias_sum[r];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[(t0 + t) * out_stride + r0 + r] = hsum256(tot[r][t]) + bias_sum[r][t];
 }
 
 __attribute__((target("avx512f"))) static void dot4x4_avx512(const float* const w[4], const float* const x[4],
@@ -291,22 +321,33 @@ static Isa detect_isa() {
 static const Isa kIsa = detect_isa();
 #endif
 
-void dot_q4_x4(const uint8_t* const q[4], const float* xe, const float* xo, const float* xsum,
-               const float* const scales[4], const float* const biases[4], int64_t groups, int gs, float out[4]) {
+void dot_q_rows(const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride) {
+  int64_t t = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (kIsa == Isa::Avx512) return dot_q4_x4_avx512(q, xe, xo, xsum, scales, biases, groups, gs, out);
-  if (kIsa == Isa::Avx2) return dot_q4_x4_avx2(q, xe, xo, xsum, scales, biases, groups, gs, out);
+  // tokens four at a time (rows two by two: the registers hold 2 x 4 tiles), the rest one by one
+  if (kIsa == Isa::Avx512) {
+    auto tile4 = w.bits == 4 ? q4_tile_avx512<2, 4> : q8_tile_avx512<2, 4>;
+    auto tile1 = w.bits == 4 ? q4_tile_avx512<4, 1> : q8_tile_avx512<4, 1>;
+    for (; t + 4 <= T; t += 4) tile4(w, 0, in, t, out, out_stride), tile4(w, 2, in, t, out, out_stride);
+    for (; t < T; ++t) tile1(w, 0, in, t, out, out_stride);
+    return;
+  }
+  if (kIsa == Isa::Avx2) {
+    auto tile4 = w.bits == 4 ? q4_tile_avx2<1, 4> : q8_tile_avx2<1, 4>;
+    auto tile1 = w.bits == 4 ? q4_tile_avx2<4, 1> : q8_tile_avx2<4, 1>;
+    for (; t + 4 <= T; t += 4)
+      for (int r = 0; r < 4; ++r) tile4(w, r, in, t, out, out_stride);
+    for (; t < T; ++t) tile1(w, 0, in, t, out, out_stride);
+    return;
+  }
 #endif
-  for (int r = 0; r < 4; ++r) out[r] = dot_q4_portable(q[r], xe, xo, xsum, scales[r], biases[r], groups, gs);
-}
-
-void dot_q8_x4(const uint8_t* const q[4], const float* x, const float* xsum, const float* const scales[4],
-               const float* const biases[4], int64_t groups, int gs, float out[4]) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (kIsa == Isa::Avx512) return dot_q8_x4_avx512(q, x, xsum, scales, biases, groups, gs, out);
-  if (kIsa == Isa::Avx2) return dot_q8_x4_avx2(q, x, xsum, scales, biases, groups, gs, out);
-#endif
-  for (int r = 0; r < 4; ++r) out[r] = dot_q8_portable(q[r], x, xsum, scales[r], biases[r], groups, gs);
+  for (; t < T; ++t)
+    for (int r = 0; r < 4; ++r)
+      out[t * out_stride + r] =
+          w.bits == 4 ? dot_q4_portable(w.q[r], in.xe + t * in.x_stride, in.xo + t * in.x_stride,
+                                        in.xsum + t * in.xsum_stride, w.scales[r], w.biases[r], w.groups, w.gs)
+                      : dot_q8_portable(w.q[r], in.x + t * in.x_stride, in.xsum + t * in.xsum_stride, w.scales[r],
+                                        w.biases[r], w.groups, w.gs);
 }
 
 void dot4x4(const float* const w[4], const float* const x[4], int64_t n, float out[4][4]) {

@@ -16,14 +16,28 @@ void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 
 // Sum of each group of `gs` inputs: xsum[g] = sum(x[g*gs .. (g+1)*gs)).
 void group_sums(const float* x, int64_t n, int gs, float* xsum);
-// Four quantized rows dotted with the same x (out[r] = row r . x); scales
-// and biases already in float. A row may be passed more than once (short
-// edges); its result does not depend on the other rows of the call.
-// 4-bit: xe/xo are the even and odd inputs (see deinterleave), met by the low and high nibbles.
-void dot_q4_x4(const uint8_t* const q[4], const float* xe, const float* xo, const float* xsum,
-               const float* const scales[4], const float* const biases[4], int64_t groups, int gs, float out[4]);
-void dot_q8_x4(const uint8_t* const q[4], const float* x, const float* xsum, const float* const scales[4],
-               const float* const biases[4], int64_t groups, int gs, float out[4]);
+// Four rows of a 4- or 8-bit quantized matrix, with their scales and
+// biases already in float. A row may appear more than once (short edges).
+struct QuantRows {
+  const uint8_t* q[4];
+  const float* scales[4];
+  const float* biases[4];
+  int64_t groups;
+  int gs;
+  int bits;
+};
+// T inputs, token t at offset t * x_stride (x_stride / xsum_stride apart).
+// 4-bit products read xe/xo, the even and odd inputs (see deinterleave) met
+// by the low and high nibbles; 8-bit read x. xsum holds each group's sum.
+struct QuantInputs {
+  const float *x = nullptr, *xe = nullptr, *xo = nullptr;
+  int64_t x_stride = 0;
+  const float* xsum = nullptr;
+  int64_t xsum_stride = 0;
+};
+// out[t * out_stride + r] = row r . input t for the four rows and T tokens.
+// A (row, token) result is the same whatever else shares the call.
+void dot_q_rows(const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride);
 
 void deinterleave(const float* x, int64_t n, float* xe, float* xo);
 

@@ -69,29 +69,29 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
       kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
       if (W.bits == 4) kernels::deinterleave(x + t * C, C, xeo.data() + t * C, xeo.data() + t * C + C / 2);
     }
+    kernels::QuantInputs in;
+    in.x = x;
+    in.xe = xeo.data();
+    in.xo = xeo.data() + C / 2;
+    in.x_stride = C;
+    in.xsum = xsum.data();
+    in.xsum_stride = groups;
     run(row_grain(W, T), [&](int64_t b, int64_t e) {
-      // four rows at a time; a short last block repeats its last row
-      std::vector<float> sb(static_cast<size_t>(8 * groups));
+      // four rows at a time, every token against each; a short last block repeats its last row
+      std::vector<float> sb(static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
+      kernels::QuantRows w{{}, {}, {}, groups, gs, W.bits};
       for (int64_t r0 = b; r0 < e; r0 += 4) {
         const int64_t n = std::min<int64_t>(4, e - r0);
-        const uint8_t* q[4];
-        const float *sc[4], *bi[4];
         for (int64_t i = 0; i < 4; ++i) {
           if (i < n) scales_to_float(W, r0 + i, groups, sb.data() + 2 * i * groups, sb.data() + (2 * i + 1) * groups);
           const int64_t k = std::min(i, n - 1);
-          q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
-          sc[i] = sb.data() + 2 * k * groups;
-          bi[i] = sb.data() + (2 * k + 1) * groups;
+          w.q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
+          w.scales[i] = sb.data() + 2 * k * groups;
+          w.biases[i] = sb.data() + (2 * k + 1) * groups;
         }
-        for (int64_t t = 0; t < T; ++t) {
-          float out[4];
-          if (W.bits == 4)
-            kernels::dot_q4_x4(q, xeo.data() + t * C, xeo.data() + t * C + C / 2, xsum.data() + t * groups, sc, bi,
-                               groups, gs, out);
-          else
-            kernels::dot_q8_x4(q, x + t * C, xsum.data() + t * groups, sc, bi, groups, gs, out);
-          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[i];
-        }
+        kernels::dot_q_rows(w, in, T, out.data(), 4);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[t * 4 + i];
       }
     });
     return;
