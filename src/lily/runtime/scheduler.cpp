@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lily/backend/cpu/thread_pool.h"
 #include "lily/error.h"
 
 namespace lily {
@@ -51,7 +52,7 @@ Scheduler::Scheduler(const Engine& engine, SchedulerOptions opt)
   opt_.prefill_chunk = std::max<int64_t>(c, opt_.prefill_chunk / c * c);
   opt_.checkpoint_every = std::max<int64_t>(c, opt_.checkpoint_every / c * c);
   opt_.max_sequences = std::max<size_t>(1, opt_.max_sequences);
-  worker_ = std::thread([this] { loop(); });
+  worker_ = cpu::start_thread_without_signals([this] { loop(); });
 }
 
 Scheduler::~Scheduler() {

@@ -3,10 +3,24 @@
 #include <algorithm>
 #include <memory>
 
+#include <pthread.h>
+#include <signal.h>
+
 namespace lily::cpu {
 
+std::thread start_thread_without_signals(std::function<void()> body) {
+  // Threads inherit the creating thread's signal mask, so it is set around the creation.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  std::thread t(std::move(body));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return t;
+}
+
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < std::max(threads, 1); ++i)
+    workers_.push_back(start_thread_without_signals([this, i] { worker_loop(i); }));
 }
 
 ThreadPool::~ThreadPool() {

@@ -12,6 +12,11 @@
 
 namespace lily::cpu {
 
+// A thread that never takes asynchronous signals: a Ctrl-C must reach the
+// thread that waits on the terminal (it interrupts that thread's read), not
+// a worker.
+std::thread start_thread_without_signals(std::function<void()> body);
+
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);
