@@ -64,6 +64,45 @@ TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
   }
 }
 
+TEST_P(BatchDecode, PromptsPrefilledTogetherEqualEachAlone) {
+  auto model = Model::load(test::model_dir(GetParam()));
+  const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
+  Qwen35MoeForward fwd(*model);
+  const int64_t V = model->config().vocab_size;
+  const auto& full = ref.prompts[5].tokens;  // 130 tokens
+  // a fresh prompt, one resumed at 64, a one-token prompt, and a long one
+  std::vector<std::vector<int32_t>> before = {{}, std::vector<int32_t>(full.begin(), full.begin() + 64), {}, {}};
+  std::vector<std::vector<int32_t>> pieces = {ref.prompts[2].tokens, std::vector<int32_t>(full.begin() + 64, full.end()),
+                                              {full[7]}, full};
+  std::vector<SequenceState> together, alone;
+  std::vector<SequenceState*> ptrs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    together.emplace_back(model->config());
+    alone.emplace_back(model->config());
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!before[i].empty()) {
+      fwd.forward(before[i], together[i], LogitsFor::LastPosition, ForwardMode::Prompt);
+      fwd.forward(before[i], alone[i], LogitsFor::LastPosition, ForwardMode::Prompt);
+    }
+    ptrs.push_back(&together[i]);
+  }
+  const auto rows = fwd.prefill_batch(pieces, ptrs);
+  ASSERT_EQ(rows.size(), pieces.size() * V);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto one = fwd.forward(pieces[i], alone[i], LogitsFor::LastPosition, ForwardMode::Prompt);
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), rows.begin() + i * V)) << "piece " << i;
+    EXPECT_EQ(together[i].position(), alone[i].position());
+  }
+  // and the states go on identically
+  std::vector<int32_t> next = {1, 2, 3, 4};
+  const auto step = fwd.decode_batch(next, ptrs);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto one = fwd.forward(std::span<const int32_t>(&next[i], 1), alone[i], LogitsFor::LastPosition);
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), step.begin() + i * V)) << "step of " << i;
+  }
+}
+
 TEST(BatchDecodeInput, MismatchedOrBadTokensAreRefused) {
   auto model = Model::load(test::model_dir("tiny-a"));
   Qwen35MoeForward fwd(*model);

@@ -160,7 +160,9 @@ TEST_F(SchedulerTest, JsonObjectOutputStaysValidJson) {
     JsonPrefix check;
     EXPECT_TRUE(check.push(o.text)) << o.text;
     EXPECT_EQ(o.text.substr(o.text.find_first_not_of(" \n\t\r"), 1), "{") << o.text;
-    if (o.done.finish_reason == "stop") EXPECT_TRUE(check.complete()) << o.text;
+    if (o.done.finish_reason == "stop") {
+      EXPECT_TRUE(check.complete()) << o.text;
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "lily/model/qwen35moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -55,6 +56,21 @@ std::vector<float> Qwen35MoeForward::decode_batch(std::span<const int32_t> token
   return run(tokens, segs, ForwardMode::Decode, LogitsFor::AllPositions);
 }
 
+std::vector<float> Qwen35MoeForward::prefill_batch(std::span<const std::vector<int32_t>> pieces,
+                                                   std::span<SequenceState* const> states) {
+  if (states.size() != pieces.size())
+    throw Error("prefill_batch: " + std::to_string(pieces.size()) + " pieces for " + std::to_string(states.size()) +
+                " sequences");
+  std::vector<int32_t> tokens;
+  std::vector<Segment> segs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    check_tokens(pieces[i]);
+    segs.push_back({states[i], static_cast<int64_t>(tokens.size()), static_cast<int64_t>(pieces[i].size())});
+    tokens.insert(tokens.end(), pieces[i].begin(), pieces[i].end());
+  }
+  return run(tokens, segs, ForwardMode::Prompt, LogitsFor::LastOfEachSequence);
+}
+
 std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::span<const Segment> segs,
                                          ForwardMode mode, LogitsFor which) {
   const int64_t T = static_cast<int64_t>(tokens.size()), H = cfg_.hidden_size, V = cfg_.vocab_size;
@@ -77,11 +93,22 @@ std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::s
   }
   for (const Segment& s : segs) s.state->advance(s.rows);
 
-  const int64_t rows = which == LogitsFor::AllPositions ? T : 1;
-  const float* last = x.data() + (T - rows) * H;
-  cpu::rmsnorm(last, rows, H, w.final_norm.data(), eps, h.data());
+  // The rows that get logits. Single rows go through the head as decode
+  // tokens do, so a prompt's last logits do not depend on the call's shape.
+  std::vector<int64_t> picked;
+  if (which == LogitsFor::AllPositions)
+    for (int64_t t = 0; t < T; ++t) picked.push_back(t);
+  else if (which == LogitsFor::LastPosition)
+    picked.push_back(T - 1);
+  else
+    for (const Segment& s : segs) picked.push_back(s.row + s.rows - 1);
+  const int64_t rows = static_cast<int64_t>(picked.size());
+  Buffer last(rows * H);
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(x.data() + picked[i] * H, H, last.data() + i * H);
+  cpu::rmsnorm(last.data(), rows, H, w.final_norm.data(), eps, h.data());
   std::vector<float> logits(static_cast<size_t>(rows * V));
-  cpu::matmul(h.data(), rows, w.lm_head, logits.data(), rows == 1 ? cpu::Rows::Tokens : rows_of(mode));
+  const bool whole_prompt = which == LogitsFor::AllPositions && rows > 1;
+  cpu::matmul(h.data(), rows, w.lm_head, logits.data(), whole_prompt ? rows_of(mode) : cpu::Rows::Tokens);
   return logits;
 }
 

@@ -13,7 +13,9 @@
 
 namespace lily {
 
-enum class LogitsFor { AllPositions, LastPosition };
+// Which rows get logits: every token's, the last token's, or (for several
+// sequences in one call) the last token of each sequence.
+enum class LogitsFor { AllPositions, LastPosition, LastOfEachSequence };
 
 // How tokens are computed. A prompt goes through the chunked delta rule and
 // tiled matrix products; a decode step through the recurrent step and plain
@@ -36,6 +38,12 @@ class Qwen35MoeForward {
   // Returns logits [n, vocab]; row i is bit for bit what forward() gives for
   // that sequence alone, so batching never changes an answer.
   std::vector<float> decode_batch(std::span<const int32_t> tokens, std::span<SequenceState* const> states);
+
+  // Prompt pieces of several sequences in one call: pieces[i] continues
+  // *states[i]. Every weight is read (and dequantized) once for all of them.
+  // Returns the logits of each piece's last token [n, vocab], bit for bit
+  // what forward() in Prompt mode gives that piece alone.
+  std::vector<float> prefill_batch(std::span<const std::vector<int32_t>> pieces, std::span<SequenceState* const> states);
 
   // Prompts are processed by the chunked delta rule above one token; this is
   // its chunk length. Chunks are aligned to absolute positions, so resuming

@@ -122,7 +122,7 @@ void Scheduler::loop() {
     }
     drop_ended();
     try {
-      prefill_one();
+      prefill_some();
       decode_all();
     } catch (const std::exception& e) {
       // Inputs are checked before they get here; whatever still fails ends
@@ -166,34 +166,61 @@ void Scheduler::admit() {
   stats_.running = slots_.size();
 }
 
-bool Scheduler::prefill_one() {
-  auto it = std::find_if(slots_.begin(), slots_.end(), [](const auto& s) { return !s->ended && !s->decoding; });
-  if (it == slots_.end()) return false;
-  Slot& s = **it;
+bool Scheduler::prefill_some() {
+  // Pieces of waiting prompts, oldest first, up to prefill_chunk tokens in
+  // all, go through one forward call: every weight is read once for all of
+  // them. A piece ends at a multiple of the delta-rule chunk (or at its
+  // prompt's end) and at the next checkpoint, which keeps a resumed prompt
+  // bit-exact; the first piece always gets at least one chunk.
+  const int64_t c = Qwen35MoeForward::kDeltaChunk;
+  std::vector<Slot*> taking;
+  std::vector<std::vector<int32_t>> pieces;
+  std::vector<SequenceState*> states;
+  int64_t budget = opt_.prefill_chunk;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.ended || s.decoding) continue;
+    const auto& prompt = s.job.prompt;
+    const int64_t len = static_cast<int64_t>(prompt.size()), pos = s.state.position();
+    int64_t room = budget / c * c;
+    if (len - pos <= budget) room = len - pos;  // a prompt's end may use up the rest
+    if (taking.empty()) room = std::max(room, std::min(len - pos, c));
+    int64_t end = pos + room;
+    for (int64_t cp : s.checkpoints)
+      if (cp > pos) {
+        end = std::min(end, cp);
+        break;
+      }
+    if (end <= pos) break;
+    taking.push_back(&s);
+    pieces.emplace_back(prompt.begin() + pos, prompt.begin() + end);
+    states.push_back(&s.state);
+    budget -= end - pos;
+    if (budget <= 0) break;
+  }
+  if (taking.empty()) return false;
   const auto t0 = clock_type::now();
-  const auto& prompt = s.job.prompt;
-  const int64_t len = static_cast<int64_t>(prompt.size()), pos = s.state.position();
-  int64_t end = std::min(len, pos + opt_.prefill_chunk);
-  for (int64_t c : s.checkpoints)
-    if (c > pos) {
-      end = std::min(end, c);
-      break;
-    }
-  std::vector<float> logits = fwd_.forward(std::span<const int32_t>(prompt.data() + pos, end - pos), s.state,
-                                           LogitsFor::LastPosition, ForwardMode::Prompt);
-  if (opt_.cache_enabled && std::find(s.checkpoints.begin(), s.checkpoints.end(), end) != s.checkpoints.end())
-    cache_.insert(std::vector<int32_t>(prompt.begin(), prompt.begin() + end), s.state);
+  const std::vector<float> logits = fwd_.prefill_batch(pieces, states);
   const double dt = seconds_since(t0);
-  s.prefill_seconds += dt;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.prefill_seconds += dt;
   }
-  if (end < len) return true;
-  s.decoding = true;
-  s.first_token = clock_type::now();
-  Continuation::Step st = s.cont.next(logits);
-  deliver(s, st);
+  const int64_t V = engine_.model().config().vocab_size;
+  for (size_t i = 0; i < taking.size(); ++i) {
+    Slot& s = *taking[i];
+    const auto& prompt = s.job.prompt;
+    const int64_t end = s.state.position();
+    s.prefill_seconds += dt;
+    if (opt_.cache_enabled && std::find(s.checkpoints.begin(), s.checkpoints.end(), end) != s.checkpoints.end())
+      cache_.insert(std::vector<int32_t>(prompt.begin(), prompt.begin() + end), s.state);
+    if (end < static_cast<int64_t>(prompt.size())) continue;
+    s.decoding = true;
+    s.first_token = clock_type::now();
+    std::vector<float> row(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+    Continuation::Step st = s.cont.next(row);
+    deliver(s, st);
+  }
   return true;
 }
 

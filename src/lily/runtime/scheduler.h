@@ -1,8 +1,8 @@
 // Runs many requests on one model at once (continuous batching): a worker
-// thread takes requests from a bounded queue, prefills each in chunks
-// between decode steps so running streams keep flowing, and advances every
-// decoding sequence with one batched step, sequences joining and leaving
-// between steps. Prompts resume from the prefix cache. Each request's
+// thread takes requests from a bounded queue, prefills waiting prompts in
+// chunks (several prompts' pieces in one call) between decode steps so
+// running streams keep flowing, and advances every decoding sequence with
+// one batched step, sequences joining and leaving between steps. Prompts resume from the prefix cache. Each request's
 // events (text, log-probabilities, the end) go to its Ticket.
 #pragma once
 
@@ -62,7 +62,7 @@ class Ticket {
 struct SchedulerOptions {
   size_t max_sequences = 16;     // decoding at once
   size_t max_queue = 64;         // waiting beyond those
-  int64_t prefill_chunk = 256;   // prompt tokens between two decode steps (a multiple of 64)
+  int64_t prefill_chunk = 256;   // prompt tokens (of all waiting prompts) between two decode steps
   int64_t checkpoint_every = 1024;  // cache a long prompt's state this often (a multiple of 64)
   size_t cache_bytes = size_t(4) << 30;
   bool cache_enabled = true;
@@ -94,7 +94,7 @@ class Scheduler {
   struct Slot;
   void loop();
   void admit();
-  bool prefill_one();
+  bool prefill_some();
   void decode_all();
   void finish(Slot& s, const std::string& reason);
   void deliver(Slot& s, Continuation::Step& st);

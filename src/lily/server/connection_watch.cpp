@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 
 namespace lily::server {
 
@@ -26,19 +28,31 @@ std::string addr_of(const sockaddr_storage& a) {
 }  // namespace
 
 ConnectionWatch::ConnectionWatch(const std::string& remote_addr, int remote_port, int local_port) {
-  rlimit lim{};
-  getrlimit(RLIMIT_NOFILE, &lim);
-  const int max_fd = static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 65536));
-  for (int fd = 3; fd < max_fd; ++fd) {
+  auto matches = [&](int fd) {
     sockaddr_storage peer{}, self{};
     socklen_t pl = sizeof peer, sl = sizeof self;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl) != 0) continue;
-    if (port_of(peer) == remote_port && port_of(self) == local_port && addr_of(peer) == remote_addr) {
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &sl) != 0) return false;
+    return port_of(peer) == remote_port && port_of(self) == local_port && addr_of(peer) == remote_addr;
+  };
+  // Linux lists the open descriptors; elsewhere they are tried in turn.
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    if (fd > 2 && matches(fd)) {
       fd_ = fd;
       return;
     }
   }
+  if (!ec) return;
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  const int max_fd = static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 65536));
+  for (int fd = 3; fd < max_fd; ++fd)
+    if (matches(fd)) {
+      fd_ = fd;
+      return;
+    }
 }
 
 bool ConnectionWatch::closed() const {
