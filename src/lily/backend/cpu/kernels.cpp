@@ -110,72 +110,51 @@ static float dot_q8_portable(const uint8_t* q, const float* x, const float* xsum
 // same in every tile shape, so a batched decode step equals a lone one (the
 // scalar bias sum is an explicit fma: left to the compiler, it would be
 // contracted in some shapes and not in others).
-template <int R, int T>
-__attribute__((target("avx512f,avx512bw"))) static void q4_tile_avx512(const QuantRows& w, int r0, const QuantInputs& in,
-                                                                       int t0, float* out, int64_t out_stride) {
-  const int half = w.gs / 2;
+template <int Bits, int R, int T>
+__attribute__((target("avx512f,avx512bw"))) static void q_tile_avx512(const QuantRows& w, int r0, const QuantInputs& in,
+                                                                      int t0, float* out, int64_t out_stride) {
+  const int bytes = Bits == 4 ? w.gs / 2 : w.gs;  // packed bytes per group
   const __m512i mask = _mm512_set1_epi32(15);
   __m512 tot[R][T];
   float bias_sum[R][T] = {};
   for (auto& row : tot)
     for (auto& v : row) v = _mm512_setzero_ps();
   for (int64_t g = 0; g < w.groups; ++g) {
-    const int64_t off = g * half;
+    const int64_t off = g * bytes;
+    // 4-bit: pe meets the low nibbles and even inputs, po the high nibbles and odd inputs; 8-bit: pe only
     __m512 pe[R][T], po[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) pe[r][t] = po[r][t] = _mm512_setzero_ps();
-    for (int j = 0; j < half; j += 16) {
+    for (int j = 0; j < bytes; j += 16) {
       __m512 lo[R], hi[R];
       for (int r = 0; r < R; ++r) {
         const __m512i b =
             _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j)));
-        lo[r] = _mm512_cvtepi32_ps(_mm512_and_si512(b, mask));
-        hi[r] = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+        if constexpr (Bits == 4) {
+          lo[r] = _mm512_cvtepi32_ps(_mm512_and_si512(b, mask));
+          hi[r] = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+        } else {
+          lo[r] = _mm512_cvtepi32_ps(b);
+        }
       }
       for (int t = 0; t < T; ++t) {
-        const __m512 e = _mm512_loadu_ps(in.xe + (t0 + t) * in.x_stride + off + j);
-        const __m512 o = _mm512_loadu_ps(in.xo + (t0 + t) * in.x_stride + off + j);
-        for (int r = 0; r < R; ++r) {
-          pe[r][t] = _mm512_fmadd_ps(lo[r], e, pe[r][t]);
-          po[r][t] = _mm512_fmadd_ps(hi[r], o, po[r][t]);
+        const int64_t at = (t0 + t) * in.x_stride + off + j;
+        if constexpr (Bits == 4) {
+          const __m512 e = _mm512_loadu_ps(in.xe + at), o = _mm512_loadu_ps(in.xo + at);
+          for (int r = 0; r < R; ++r) {
+            pe[r][t] = _mm512_fmadd_ps(lo[r], e, pe[r][t]);
+            po[r][t] = _mm512_fmadd_ps(hi[r], o, po[r][t]);
+          }
+        } else {
+          const __m512 xv = _mm512_loadu_ps(in.x + at);
+          for (int r = 0; r < R; ++r) pe[r][t] = _mm512_fmadd_ps(lo[r], xv, pe[r][t]);
         }
       }
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) {
-        tot[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(w.scales[r0 + r][g]), _mm512_add_ps(pe[r][t], po[r][t]), tot[r][t]);
-        bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
-      }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[(t0 + t) * out_stride + r0 + r] = _mm512_reduce_add_ps(tot[r][t]) + bias_sum[r][t];
-}
-
-template <int R, int T>
-__attribute__((target("avx512f,avx512bw"))) static void q8_tile_avx512(const QuantRows& w, int r0, const QuantInputs& in,
-                                                                       int t0, float* out, int64_t out_stride) {
-  __m512 tot[R][T];
-  float bias_sum[R][T] = {};
-  for (auto& row : tot)
-    for (auto& v : row) v = _mm512_setzero_ps();
-  for (int64_t g = 0; g < w.groups; ++g) {
-    const int64_t off = g * w.gs;
-    __m512 p[R][T];
-    for (auto& row : p)
-      for (auto& v : row) v = _mm512_setzero_ps();
-    for (int j = 0; j < w.gs; j += 16) {
-      __m512 qf[R];
-      for (int r = 0; r < R; ++r)
-        qf[r] = _mm512_cvtepi32_ps(
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j))));
-      for (int t = 0; t < T; ++t) {
-        const __m512 xv = _mm512_loadu_ps(in.x + (t0 + t) * in.x_stride + off + j);
-        for (int r = 0; r < R; ++r) p[r][t] = _mm512_fmadd_ps(qf[r], xv, p[r][t]);
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        tot[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(w.scales[r0 + r][g]), p[r][t], tot[r][t]);
+        const __m512 p = Bits == 4 ? _mm512_add_ps(pe[r][t], po[r][t]) : pe[r][t];
+        tot[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(w.scales[r0 + r][g]), p, tot[r][t]);
         bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
       }
   }
@@ -190,60 +169,33 @@ __attribute__((target("avx2,fma"))) static float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-template <int R, int T>
-__attribute__((target("avx2,fma"))) static void q4_tile_avx2(const QuantRows& w, int r0, const QuantInputs& in, int t0,
-                                                             float* out, int64_t out_stride) {
-  const int half = w.gs / 2;
+template <int Bits, int R, int T>
+__attribute__((target("avx2,fma"))) static void q_tile_avx2(const QuantRows& w, int r0, const QuantInputs& in, int t0,
+                                                            float* out, int64_t out_stride) {
+  const int bytes = Bits == 4 ? w.gs / 2 : w.gs;
   const __m256i mask = _mm256_set1_epi32(15);
   __m256 tot[R][T];
   float bias_sum[R][T] = {};
   for (auto& row : tot)
     for (auto& v : row) v = _mm256_setzero_ps();
   for (int64_t g = 0; g < w.groups; ++g) {
-    const int64_t off = g * half;
+    const int64_t off = g * bytes;
     __m256 p[R][T];
     for (auto& row : p)
       for (auto& v : row) v = _mm256_setzero_ps();
-    for (int j = 0; j < half; j += 8) {
+    for (int j = 0; j < bytes; j += 8) {
       for (int r = 0; r < R; ++r) {
         const __m256i b =
             _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j)));
-        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, mask));
-        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
         for (int t = 0; t < T; ++t) {
-          p[r][t] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(in.xe + (t0 + t) * in.x_stride + off + j), p[r][t]);
-          p[r][t] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(in.xo + (t0 + t) * in.x_stride + off + j), p[r][t]);
+          const int64_t at = (t0 + t) * in.x_stride + off + j;
+          if constexpr (Bits == 4) {
+            p[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, mask)), _mm256_loadu_ps(in.xe + at), p[r][t]);
+            p[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), _mm256_loadu_ps(in.xo + at), p[r][t]);
+          } else {
+            p[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), _mm256_loadu_ps(in.x + at), p[r][t]);
+          }
         }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        tot[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(w.scales[r0 + r][g]), p[r][t], tot[r][t]);
-        bias_sum[r][t] = std::fma(w.biases[r0 + r][g], in.xsum[(t0 + t) * in.xsum_stride + g], bias_sum[r][t]);
-      }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[(t0 + t) * out_stride + r0 + r] = hsum256(tot[r][t]) + bias_sum[r][t];
-}
-
-template <int R, int T>
-__attribute__((target("avx2,fma"))) static void q8_tile_avx2(const QuantRows& w, int r0, const QuantInputs& in, int t0,
-                                                             float* out, int64_t out_stride) {
-  __m256 tot[R][T];
-  float bias_sum[R][T] = {};
-  for (auto& row : tot)
-    for (auto& v : row) v = _mm256_setzero_ps();
-  for (int64_t g = 0; g < w.groups; ++g) {
-    const int64_t off = g * w.gs;
-    __m256 p[R][T];
-    for (auto& row : p)
-      for (auto& v : row) v = _mm256_setzero_ps();
-    for (int j = 0; j < w.gs; j += 8) {
-      for (int r = 0; r < R; ++r) {
-        const __m256 qf = _mm256_cvtepi32_ps(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.q[r0 + r] + off + j))));
-        for (int t = 0; t < T; ++t)
-          p[r][t] = _mm256_fmadd_ps(qf, _mm256_loadu_ps(in.x + (t0 + t) * in.x_stride + off + j), p[r][t]);
       }
     }
     for (int r = 0; r < R; ++r)
@@ -326,15 +278,15 @@ void dot_q_rows(const QuantRows& w, const QuantInputs& in, int64_t T, float* out
 #if defined(__x86_64__) && defined(__GNUC__)
   // tokens four at a time (rows two by two: the registers hold 2 x 4 tiles), the rest one by one
   if (kIsa == Isa::Avx512) {
-    auto tile4 = w.bits == 4 ? q4_tile_avx512<2, 4> : q8_tile_avx512<2, 4>;
-    auto tile1 = w.bits == 4 ? q4_tile_avx512<4, 1> : q8_tile_avx512<4, 1>;
+    auto tile4 = w.bits == 4 ? q_tile_avx512<4, 2, 4> : q_tile_avx512<8, 2, 4>;
+    auto tile1 = w.bits == 4 ? q_tile_avx512<4, 4, 1> : q_tile_avx512<8, 4, 1>;
     for (; t + 4 <= T; t += 4) tile4(w, 0, in, t, out, out_stride), tile4(w, 2, in, t, out, out_stride);
     for (; t < T; ++t) tile1(w, 0, in, t, out, out_stride);
     return;
   }
   if (kIsa == Isa::Avx2) {
-    auto tile4 = w.bits == 4 ? q4_tile_avx2<1, 4> : q8_tile_avx2<1, 4>;
-    auto tile1 = w.bits == 4 ? q4_tile_avx2<4, 1> : q8_tile_avx2<4, 1>;
+    auto tile4 = w.bits == 4 ? q_tile_avx2<4, 1, 4> : q_tile_avx2<8, 1, 4>;
+    auto tile1 = w.bits == 4 ? q_tile_avx2<4, 4, 1> : q_tile_avx2<8, 4, 1>;
     for (; t + 4 <= T; t += 4)
       for (int r = 0; r < 4; ++r) tile4(w, r, in, t, out, out_stride);
     for (; t < T; ++t) tile1(w, 0, in, t, out, out_stride);
