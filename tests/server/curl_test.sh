@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lily serve driven by curl: a streamed chat answer in Server-Sent Events, a
-# completion, a malformed request and the metrics, on a loopback port.
+# completion, a malformed request, the metrics, and the refusals to start
+# (port in use, missing model), on a loopback port.
 set -euo pipefail
 lily="$1"; model="$2"
 log=$(mktemp); trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
@@ -27,4 +28,11 @@ code=$(curl -s -o /tmp/lily_curl_err.json -w '%{http_code}' "$base/v1/chat/compl
 grep -q '"error":{"message":"the request body is not valid JSON' /tmp/lily_curl_err.json || fail "$(cat /tmp/lily_curl_err.json)"
 
 curl -s "$base/metrics" | grep -q '^lily_requests_total 2$' || fail "metrics: $(curl -s "$base/metrics")"
-echo "4 passed, 0 failed"
+
+# a second server on the same port, and a model that is not there, end with an error instead of serving
+out=$(timeout 30 "$lily" serve "$model" --port "$port" 2>&1) && fail "a second server started on $port: $out"
+grep -q "cannot listen on 127.0.0.1:$port" <<<"$out" || fail "port in use: $out"
+rc=0; out=$(timeout 30 "$lily" serve /no/such/model --port 0 2>&1) || rc=$?
+[ $rc = 1 ] || fail "a missing model gave exit $rc: $out"
+grep -q "error: model '/no/such/model'" <<<"$out" || fail "missing model: $out"
+echo "6 passed, 0 failed"

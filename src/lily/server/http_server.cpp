@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "lily/error.h"
 #include "lily/runtime/memory_plan.h"
@@ -70,10 +71,18 @@ void HttpServer::run(const std::function<std::unique_ptr<Engine>(ServerOptions&)
   http_->set_payload_max_length(opt_.max_body_bytes);
   http_->set_read_timeout(60, 0);
   http_->set_write_timeout(60, 0);
+  // SO_REUSEADDR (restart while old connections linger) but not httplib's
+  // default SO_REUSEPORT, which would let a second server share the port.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof yes);
+  });
   routes();
   port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port_ < 0) throw Error("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) + " (in use, or not an address of this machine)");
   std::thread listener([this] { http_->listen_after_bind(); });
+  // stop() only reaches a loop that has started
+  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (on_listening) on_listening(port_);
   try {
     engine_ = load(opt_);
