@@ -49,17 +49,22 @@ Command add_serve_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (MODEL defaults to the bundled model)");
   sub->add_option("model", o->model, "a model directory or Hugging Face repo id")->expected(0, 1);
   sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
-  sub->add_option("--port", o->server.port, "port (0: any free one, printed at start)");
+  sub->add_option("--port", o->server.port, "port (default 8080; 0: any free one, printed at start)")
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY' (also $LILY_API_KEY)")
       ->envname("LILY_API_KEY");
   sub->add_option("--alias", o->server.model_name, "model id reported by /v1/models");
-  sub->add_option("--ctx-size", o->server.context, "longest prompt + answer in tokens (default: the model's maximum)");
+  sub->add_option("--ctx-size", o->server.context, "longest prompt + answer in tokens (default: the model's maximum)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   sub->add_option("--parallel", o->server.scheduler.max_sequences, "sequences decoded together (default 16)");
   sub->add_option("--queue", o->server.scheduler.max_queue, "requests that may wait beyond those; more get 503");
-  sub->add_option("--prefill-chunk", o->server.scheduler.prefill_chunk, "prompt tokens computed between two decode steps");
-  sub->add_option("--cache-gb", o->cache_gb, "prefix cache size in GiB (default 4)");
+  sub->add_option("--prefill-chunk", o->server.scheduler.prefill_chunk,
+                  "prompt tokens computed between two decode steps (rounded down to a multiple of 64)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--cache-gb", o->cache_gb, "prefix cache size in GiB (default 4)")->check(CLI::Range(0.0, 1e6));
   sub->add_flag("--no-prefix-cache", o->no_cache, "never reuse prompt prefixes");
-  sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may run (default 600)");
+  sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may run (default 600)")
+      ->check(CLI::Range(0.001, 1e9));
   sub->add_option("--max-body", o->server.max_body_bytes, "largest request body in bytes");
   sub->add_flag("--cors", o->server.cors, "answer browsers from other origins (off by default)");
   sub->add_option("--cors-origin", o->server.cors_origin, "the allowed origin with --cors (default *)");
