@@ -11,6 +11,7 @@
 
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/cli/commands.h"
+#include "lily/cli/generation_flags.h"
 #include "lily/error.h"
 #include "lily/runtime/bench.h"
 
@@ -36,6 +37,7 @@ Command add_bench_command(CLI::App& app) {
     std::string model, contexts = "256,512,1024,2048,4096", json;
     int64_t decode_steps = 64, child = 0;
     int threads = 0;
+    bool int8_activations = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("bench", "prefill and decode speed by context (batch 1, greedy, fresh process each)");
@@ -44,9 +46,12 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--decode-steps", o->decode_steps, "measured decode steps")->check(CLI::PositiveNumber);
   sub->add_option("--threads", o->threads, "worker threads (default: all hardware threads)");
   sub->add_option("--json", o->json, "write the full report here");
+  sub->add_flag("--int8-activations", o->int8_activations,
+                "decode 4/8-bit weights against int8-rounded inputs (AVX-512 VNNI; faster, slightly lossy)");
   sub->add_option("--child", o->child, "run one configuration in this process (used by bench itself)")->group("");
   return {sub, [o]() {
             if (o->threads > 0) cpu::ThreadPool::set_threads(o->threads);
+            use_int8_activations(o->int8_activations);
             const int threads = cpu::ThreadPool::global().size();
             if (o->child > 0) {
               auto model = Model::load(o->model);
@@ -63,6 +68,7 @@ Command add_bench_command(CLI::App& app) {
             nlohmann::json report = {{"schema_version", 1},
                                      {"model", o->model},
                                      {"threads", threads},
+                                     {"int8_activations", o->int8_activations},
                                      {"read_bandwidth_gb_s", bw / 1e9},
                                      {"weight_bytes", model->report().weight_bytes},
                                      {"results", nlohmann::json::array()}};
@@ -72,7 +78,8 @@ Command add_bench_command(CLI::App& app) {
             for (int64_t ctx : contexts) {
               const std::string cmd = quote(self_path()) + " bench --model " + quote(o->model) + " --child " +
                                       std::to_string(ctx) + " --decode-steps " + std::to_string(o->decode_steps) +
-                                      " --threads " + std::to_string(threads);
+                                      " --threads " + std::to_string(threads) +
+                                      (o->int8_activations ? " --int8-activations" : "");
               std::FILE* p = ::popen(cmd.c_str(), "r");
               if (!p) throw Error("cannot start a benchmark process");
               std::string out;
@@ -93,7 +100,8 @@ Command add_bench_command(CLI::App& app) {
                           100.0 * bytes * decode / bw);
               std::fflush(stdout);
             }
-            std::printf("\nread bandwidth: %.1f GB/s (%d threads)\n", bw / 1e9, threads);
+            std::printf("\nread bandwidth: %.1f GB/s (%d threads)%s\n", bw / 1e9, threads,
+                        o->int8_activations ? "; int8 activations" : "");
             if (!o->json.empty()) std::ofstream(o->json) << report.dump(2) << "\n";
             return 0;
           }};

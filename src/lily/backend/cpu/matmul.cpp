@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/thread_pool.h"
 
@@ -37,6 +38,20 @@ void scales_to_float(const Matrix& W, int64_t r, int64_t groups, float* s, float
   convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.biases) + off, b, static_cast<size_t>(groups));
 }
 
+// Rows r0 .. r0+n-1 (n <= 4; a short block repeats its last row) of a
+// quantized matrix with their scales and biases converted into `sb` [8, groups].
+kernels::QuantRows row_block(const Matrix& W, int64_t r0, int64_t n, int64_t groups, float* sb) {
+  kernels::QuantRows w{{}, {}, {}, groups, W.group_size, W.bits};
+  for (int64_t i = 0; i < 4; ++i) {
+    if (i < n) scales_to_float(W, r0 + i, groups, sb + 2 * i * groups, sb + (2 * i + 1) * groups);
+    const int64_t k = std::min(i, n - 1);
+    w.q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
+    w.scales[i] = sb + 2 * k * groups;
+    w.biases[i] = sb + (2 * k + 1) * groups;
+  }
+  return w;
+}
+
 // Rows are handed out in blocks large enough that waking a thread pays off.
 int64_t row_grain(const Matrix& W, int64_t T) {
   const int64_t work_per_row = W.cols * std::max<int64_t>(T, 1);
@@ -60,6 +75,25 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
     if (parallel) pool.parallel_for(R, grain, fn);
     else fn(0, R);
   };
+  if (rows_kind == Rows::Tokens && int8::enabled() && int8::supports(W)) {
+    // Decode with int8 activations (opt-in): each token's input rounded once, then byte dot products.
+    const int64_t groups = C / W.group_size;
+    std::vector<int8::Input> ins;
+    for (int64_t t = 0; t < T; ++t) ins.push_back(int8::quantize_input(x + t * C, C, W.group_size, W.bits == 4));
+    run(row_grain(W, T), [&](int64_t b, int64_t e) {
+      std::vector<float> sb(static_cast<size_t>(8 * groups));
+      for (int64_t r0 = b; r0 < e; r0 += 4) {
+        const int64_t n = std::min<int64_t>(4, e - r0);
+        const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
+        for (int64_t t = 0; t < T; ++t) {
+          float out[4];
+          int8::dot_rows(w, ins[t], out);
+          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[i];
+        }
+      }
+    });
+    return;
+  }
   if (rows_kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8)) {
     // Decode: read the packed bytes once, dequantizing inside the dot.
     const int gs = W.group_size;
@@ -79,17 +113,9 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
     run(row_grain(W, T), [&](int64_t b, int64_t e) {
       // four rows at a time, every token against each; a short last block repeats its last row
       std::vector<float> sb(static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
-      kernels::QuantRows w{{}, {}, {}, groups, gs, W.bits};
       for (int64_t r0 = b; r0 < e; r0 += 4) {
         const int64_t n = std::min<int64_t>(4, e - r0);
-        for (int64_t i = 0; i < 4; ++i) {
-          if (i < n) scales_to_float(W, r0 + i, groups, sb.data() + 2 * i * groups, sb.data() + (2 * i + 1) * groups);
-          const int64_t k = std::min(i, n - 1);
-          w.q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
-          w.scales[i] = sb.data() + 2 * k * groups;
-          w.biases[i] = sb.data() + (2 * k + 1) * groups;
-        }
-        kernels::dot_q_rows(w, in, T, out.data(), 4);
+        kernels::dot_q_rows(row_block(W, r0, n, groups, sb.data()), in, T, out.data(), 4);
         for (int64_t t = 0; t < T; ++t)
           for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[t * 4 + i];
       }
