@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/io/dtype.h"
@@ -39,6 +40,11 @@ struct QuantMatrix {
 
 void BM_Decode4bit(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1);
+  // third argument 1: the int8-activation path
+  if (!int8::enable(state.range(2) == 1)) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
   static QuantMatrix* w = nullptr;  // built once per shape (large)
   static int64_t shape = -1;
   if (shape != R * 100000 + C) {
@@ -52,9 +58,17 @@ void BM_Decode4bit(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w->m.bytes()));
+  int8::enable(false);
 }
 // lm_head slice (248320 rows in the model), GDN qkv projection, an expert's gate
-BENCHMARK(BM_Decode4bit)->Args({65536, 2048})->Args({8192, 2048})->Args({512, 2048})->UseRealTime();
+BENCHMARK(BM_Decode4bit)
+    ->Args({65536, 2048, 0})
+    ->Args({8192, 2048, 0})
+    ->Args({512, 2048, 0})
+    ->Args({65536, 2048, 1})
+    ->Args({8192, 2048, 1})
+    ->Args({512, 2048, 1})
+    ->UseRealTime();
 
 // What a plain read of the same bytes costs: the roofline of the decode products.
 void BM_ReadBytes(benchmark::State& state) {
