@@ -41,7 +41,7 @@ struct QuantMatrix {
 void BM_Decode4bit(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1);
   // third argument 1: the int8-activation path
-  if (!int8::enable(state.range(2) == 1)) {
+  if (!cpu::int8::enable(state.range(2) == 1)) {
     state.SkipWithError("no AVX-512 VNNI on this CPU");
     return;
   }
@@ -58,7 +58,7 @@ void BM_Decode4bit(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w->m.bytes()));
-  int8::enable(false);
+  cpu::int8::enable(false);
 }
 // lm_head slice (248320 rows in the model), GDN qkv projection, an expert's gate
 BENCHMARK(BM_Decode4bit)
