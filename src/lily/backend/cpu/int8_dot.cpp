@@ -42,24 +42,46 @@ bool supports(const Matrix& W) {
          W.cols % (2 * W.group_size) == 0;
 }
 
+namespace {
+// Rounds one group: q = round-to-nearest-even(x / step), with step = max |x| / 127.
+inline float group_step(const float* xg, int gs, float* sum) {
+  float amax = 0.f, s = 0.f;
+#pragma omp simd reduction(max : amax) reduction(+ : s)
+  for (int j = 0; j < gs; ++j) {
+    amax = std::max(amax, std::abs(xg[j]));
+    s += xg[j];
+  }
+  *sum = s;
+  return amax / 127.f;
+}
+}  // namespace
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 Input quantize_input(const float* x, int64_t cols, int gs, bool split) {
   const int64_t groups = cols / gs;
   Input in;
   in.q.resize(static_cast<size_t>(cols));
   in.step.resize(static_cast<size_t>(groups));
   in.sum.resize(static_cast<size_t>(groups));
+  // 4-bit: input 2k goes to the even half, 2k+1 to the odd half, at the packed byte's index
+  int8_t* even = in.q.data();
+  int8_t* odd = in.q.data() + cols / 2;
   for (int64_t g = 0; g < groups; ++g) {
     const float* xg = x + g * gs;
-    float amax = 0.f, sum = 0.f;
-    for (int j = 0; j < gs; ++j) amax = std::max(amax, std::abs(xg[j])), sum += xg[j];
-    const float step = amax / 127.f, inv = step > 0 ? 1.f / step : 0.f;
+    const float step = group_step(xg, gs, &in.sum[g]);
+    const float inv = step > 0 ? 1.f / step : 0.f;
     in.step[g] = step;
-    in.sum[g] = sum;
-    for (int j = 0; j < gs; ++j) {
-      const auto v = static_cast<int8_t>(std::nearbyint(xg[j] * inv));
-      // 4-bit: input 2k goes to the even half, 2k+1 to the odd half, at the packed byte's index
-      const int64_t at = split ? (j % 2 ? cols / 2 : 0) + (g * gs + j) / 2 : g * gs + j;
-      in.q[at] = v;
+    if (split) {
+#pragma omp simd
+      for (int k = 0; k < gs / 2; ++k) {
+        even[g * gs / 2 + k] = static_cast<int8_t>(std::nearbyint(xg[2 * k] * inv));
+        odd[g * gs / 2 + k] = static_cast<int8_t>(std::nearbyint(xg[2 * k + 1] * inv));
+      }
+    } else {
+#pragma omp simd
+      for (int j = 0; j < gs; ++j) in.q[g * gs + j] = static_cast<int8_t>(std::nearbyint(xg[j] * inv));
     }
   }
   return in;

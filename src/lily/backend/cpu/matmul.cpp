@@ -84,6 +84,13 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
       std::vector<float> sb(static_cast<size_t>(8 * groups));
       for (int64_t r0 = b; r0 < e; r0 += 4) {
         const int64_t n = std::min<int64_t>(4, e - r0);
+        // The hardware prefetcher stops at page boundaries and four rows are
+        // about a page: with the byte products fast enough to wait on memory,
+        // the rows after next are asked for ahead.
+        if (r0 + 12 <= e) {
+          const auto* next = static_cast<const char*>(W.row(r0 + 8));
+          for (size_t i = 0; i < 4 * W.row_bytes(); i += 64) __builtin_prefetch(next + i);
+        }
         const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
         for (int64_t t = 0; t < T; ++t) {
           float out[4];
