@@ -17,7 +17,8 @@ namespace lily::cpu::int8 {
 
 namespace {
 std::atomic<bool> g_enabled{false};
-}
+constexpr int64_t kMaxGroups = 256;  // a row of up to 16384 inputs in groups of 64
+}  // namespace
 
 bool available() {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -39,7 +40,7 @@ bool enabled() { return g_enabled; }
 
 bool supports(const Matrix& W) {
   return W.quantized() && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128) &&
-         W.cols % (2 * W.group_size) == 0;
+         W.cols % (2 * W.group_size) == 0 && W.cols / W.group_size <= kMaxGroups;
 }
 
 namespace {
@@ -105,6 +106,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void dot_
   const int64_t group_bytes = bits == 4 ? gs / 2 : gs;
   const int8_t* xe = in.q.data();
   const int8_t* xo = in.q.data() + cols / 2;
+  // each group's weight scale times its input step, once per call rather than in the loop
+  float cs[4][kMaxGroups];
+  for (int r = 0; r < 4; ++r)
+#pragma omp simd
+    for (int64_t g = 0; g < groups; ++g) cs[r][g] = sc[r][g] * in.step[g];
+  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   for (int64_t at = 0; at < bytes; at += 64) {
     const __m512i e = _mm512_loadu_si512(xe + at);
     const __m512i o = bits == 4 ? _mm512_loadu_si512(xo + at) : e;
@@ -118,12 +125,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void dot_
       } else {
         acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), b, e);
       }
-      __m512 scale;
-      if (group_bytes == 32)  // two groups in the register
-        scale = _mm512_mask_mov_ps(_mm512_set1_ps(sc[r][g0] * in.step[g0]), 0xFF00,
-                                   _mm512_set1_ps(sc[r][g0 + 1] * in.step[g0 + 1]));
-      else
-        scale = _mm512_set1_ps(sc[r][g0] * in.step[g0]);
+      const __m512 scale = group_bytes == 32  // two groups in the register: lanes 0-7 and 8-15
+                               ? _mm512_permutexvar_ps(pair, _mm512_maskz_loadu_ps(0x3, cs[r] + g0))
+                               : _mm512_set1_ps(cs[r][g0]);
       tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), scale, tot[r]);
     }
   }
