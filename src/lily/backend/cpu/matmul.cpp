@@ -82,6 +82,7 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
     for (int64_t t = 0; t < T; ++t) ins.push_back(int8::quantize_input(x + t * C, C, W.group_size, W.bits == 4));
     run(row_grain(W, T), [&](int64_t b, int64_t e) {
       std::vector<float> sb(static_cast<size_t>(8 * groups));
+      const size_t block_bytes = 4 * W.row_bytes();
       for (int64_t r0 = b; r0 < e; r0 += 4) {
         const int64_t n = std::min<int64_t>(4, e - r0);
         // The hardware prefetcher stops at page boundaries and four rows are
@@ -89,7 +90,7 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
         // the rows after next are asked for ahead.
         if (r0 + 12 <= e) {
           const auto* next = static_cast<const char*>(W.row(r0 + 8));
-          for (size_t i = 0; i < 4 * W.row_bytes(); i += 64) __builtin_prefetch(next + i);
+          for (size_t i = 0; i < block_bytes; i += 64) __builtin_prefetch(next + i);
         }
         const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
         for (int64_t t = 0; t < T; ++t) {
