@@ -247,6 +247,8 @@ void HttpServer::routes() {
 
       if (api->stream) {
         res.set_header("Cache-Control", "no-cache");
+        // The provider runs after this handler returns: it holds the request
+        // (which the answer builder reads), the ticket and the watch itself.
         res.set_chunked_content_provider(
             "text/event-stream",
             [api, ticket, watch, answer, timeout_s](size_t, httplib::DataSink& sink) {
