@@ -36,19 +36,31 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
 }
 
 namespace {
-// out[H] += scale * down(silu(gate x) * up x) for one token.
-void swiglu_expert(const float* x, const Matrix& gate, const Matrix& up, const Matrix& down, float scale,
-                   std::vector<float>& g, std::vector<float>& u, std::vector<float>& d, float* out,
-                   bool parallel = true) {
+// d [n, H] = down(silu(gate x) * up x) for n rows of x; g and u are scratch.
+void swiglu_rows(const float* x, int64_t n, const Matrix& gate, const Matrix& up, const Matrix& down, Rows rows,
+                 std::vector<float>& g, std::vector<float>& u, std::vector<float>& d, bool parallel = true) {
   const int64_t I = gate.rows;
-  g.resize(I);
-  u.resize(I);
-  d.resize(down.rows);
-  matmul(x, 1, gate, g.data(), parallel);
-  matmul(x, 1, up, u.data(), parallel);
-  for (int64_t i = 0; i < I; ++i) g[i] = silu(g[i]) * u[i];
-  matmul(g.data(), 1, down, d.data(), parallel);
-  for (int64_t h = 0; h < down.rows; ++h) out[h] += scale * d[h];
+  g.resize(n * I);
+  u.resize(n * I);
+  d.resize(n * down.rows);
+  matmul(x, n, gate, g.data(), rows, parallel);
+  matmul(x, n, up, u.data(), rows, parallel);
+  for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
+  matmul(g.data(), n, down, d.data(), rows, parallel);
+}
+
+// For each expert, the (token * k + rank) entries routed to it, in token order.
+std::vector<std::vector<int64_t>> entries_by_expert(const Route& route, int64_t T, int64_t k, int64_t E) {
+  std::vector<std::vector<int64_t>> picked(static_cast<size_t>(E));
+  for (int64_t i = 0; i < T * k; ++i) picked[route.expert[i]].push_back(i);
+  return picked;
+}
+
+// The input rows of the tokens behind `entries`, gathered into xs [n, H].
+void gather_tokens(const float* x, const std::vector<int64_t>& entries, int64_t k, int64_t H, std::vector<float>& xs) {
+  xs.resize(entries.size() * H);
+  for (size_t i = 0; i < entries.size(); ++i)
+    std::copy(x + (entries[i] / k) * H, x + (entries[i] / k + 1) * H, xs.begin() + i * H);
 }
 
 // One token: the routed experts and the shared expert run side by side on the
@@ -59,13 +71,16 @@ void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t
   ThreadPool::global().parallel_for(k + 1, 1, [&](int64_t b, int64_t e) {
     std::vector<float> g, u, d;
     for (int64_t j = b; j < e; ++j) {
+      float scale;
       if (j < k) {
         const int32_t ex = route.expert[t * k + j];
-        swiglu_expert(xt, w.gate[ex], w.up[ex], w.down[ex], route.weight[t * k + j], g, u, d, outs[j].data(), false);
+        swiglu_rows(xt, 1, w.gate[ex], w.up[ex], w.down[ex], Rows::Tokens, g, u, d, false);
+        scale = route.weight[t * k + j];
       } else {
-        const float s = sigmoid(dot_row(w.shared_expert_gate, 0, xt));
-        swiglu_expert(xt, w.shared_gate, w.shared_up, w.shared_down, s, g, u, d, outs[j].data(), false);
+        swiglu_rows(xt, 1, w.shared_gate, w.shared_up, w.shared_down, Rows::Tokens, g, u, d, false);
+        scale = sigmoid(dot_row(w.shared_expert_gate, 0, xt));
       }
+      for (int64_t h = 0; h < H; ++h) outs[j][h] += scale * d[h];
     }
   });
   // summed in a fixed order, so the result does not depend on the thread count
@@ -79,39 +94,26 @@ void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t
 void moe_tokens(const float* x, int64_t T, const MoeWeights& w, const Route& route, int64_t k, float* y) {
   const int64_t H = w.router.cols, E = w.router.rows;
   std::vector<float> outs(static_cast<size_t>(T * (k + 1) * H));  // [token, rank (k = shared), H]
-  std::vector<std::vector<int64_t>> picked(static_cast<size_t>(E));
-  for (int64_t i = 0; i < T * k; ++i) picked[route.expert[i]].push_back(i);
+  const auto picked = entries_by_expert(route, T, k, E);
   std::vector<float> xs, g, u, d;
-  auto run_expert = [&](const Matrix& gate, const Matrix& up, const Matrix& down, int64_t n, const float* in,
-                        auto&& place) {
-    const int64_t I = gate.rows;
-    g.resize(n * I);
-    u.resize(n * I);
-    d.resize(n * H);
-    matmul(in, n, gate, g.data(), Rows::Tokens);
-    matmul(in, n, up, u.data(), Rows::Tokens);
-    for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
-    matmul(g.data(), n, down, d.data(), Rows::Tokens);
-    for (int64_t i = 0; i < n; ++i) place(i, d.data() + i * H);
-  };
   for (int64_t e = 0; e < E; ++e) {
     const auto& ids = picked[e];
     if (ids.empty()) continue;
-    const int64_t n = static_cast<int64_t>(ids.size());
-    xs.resize(n * H);
-    for (int64_t i = 0; i < n; ++i) std::copy(x + (ids[i] / k) * H, x + (ids[i] / k + 1) * H, xs.begin() + i * H);
-    run_expert(w.gate[e], w.up[e], w.down[e], n, xs.data(), [&](int64_t i, const float* de) {
+    gather_tokens(x, ids, k, H, xs);
+    swiglu_rows(xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Tokens, g, u, d);
+    for (size_t i = 0; i < ids.size(); ++i) {
       const int64_t t = ids[i] / k, j = ids[i] % k;
       const float wt = route.weight[ids[i]];
       float* o = outs.data() + (t * (k + 1) + j) * H;
-      for (int64_t h = 0; h < H; ++h) o[h] = wt * de[h];
-    });
+      for (int64_t h = 0; h < H; ++h) o[h] = wt * d[i * H + h];
+    }
   }
-  run_expert(w.shared_gate, w.shared_up, w.shared_down, T, x, [&](int64_t t, const float* de) {
+  swiglu_rows(x, T, w.shared_gate, w.shared_up, w.shared_down, Rows::Tokens, g, u, d);
+  for (int64_t t = 0; t < T; ++t) {
     const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
     float* o = outs.data() + (t * (k + 1) + k) * H;
-    for (int64_t h = 0; h < H; ++h) o[h] = s * de[h];
-  });
+    for (int64_t h = 0; h < H; ++h) o[h] = s * d[t * H + h];
+  }
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j <= k; ++j) {
       const float* o = outs.data() + (t * (k + 1) + j) * H;
@@ -134,36 +136,20 @@ void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float*
     return;
   }
   // A prompt: each expert runs once over the tokens routed to it.
-  std::vector<std::vector<int64_t>> picked(static_cast<size_t>(E));
-  for (int64_t i = 0; i < T * k; ++i) picked[route.expert[i]].push_back(i);
+  const auto picked = entries_by_expert(route, T, k, E);
   std::vector<float> xs, g, u, d;
   for (int64_t e = 0; e < E; ++e) {
     const auto& ids = picked[e];
     if (ids.empty()) continue;
-    const int64_t n = static_cast<int64_t>(ids.size()), I = w.gate[e].rows;
-    xs.resize(n * H);
-    for (int64_t i = 0; i < n; ++i) std::copy(x + (ids[i] / k) * H, x + (ids[i] / k + 1) * H, xs.begin() + i * H);
-    g.resize(n * I);
-    u.resize(n * I);
-    d.resize(n * H);
-    matmul(xs.data(), n, w.gate[e], g.data(), Rows::Prompt);
-    matmul(xs.data(), n, w.up[e], u.data(), Rows::Prompt);
-    for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
-    matmul(g.data(), n, w.down[e], d.data(), Rows::Prompt);
-    for (int64_t i = 0; i < n; ++i) {
+    gather_tokens(x, ids, k, H, xs);
+    swiglu_rows(xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Prompt, g, u, d);
+    for (size_t i = 0; i < ids.size(); ++i) {
       const float wt = route.weight[ids[i]];
       float* yt = y + (ids[i] / k) * H;
       for (int64_t h = 0; h < H; ++h) yt[h] += wt * d[i * H + h];
     }
   }
-  const int64_t S = w.shared_gate.rows;
-  g.resize(T * S);
-  u.resize(T * S);
-  d.resize(T * H);
-  matmul(x, T, w.shared_gate, g.data(), Rows::Prompt);
-  matmul(x, T, w.shared_up, u.data(), Rows::Prompt);
-  for (int64_t i = 0; i < T * S; ++i) g[i] = silu(g[i]) * u[i];
-  matmul(g.data(), T, w.shared_down, d.data(), Rows::Prompt);
+  swiglu_rows(x, T, w.shared_gate, w.shared_up, w.shared_down, Rows::Prompt, g, u, d);
   for (int64_t t = 0; t < T; ++t) {
     const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
     for (int64_t h = 0; h < H; ++h) y[t * H + h] += s * d[t * H + h];
