@@ -75,55 +75,50 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
     if (parallel) pool.parallel_for(R, grain, fn);
     else fn(0, R);
   };
-  if (rows_kind == Rows::Tokens && int8::enabled() && int8::supports(W)) {
-    // Decode with int8 activations (opt-in): each token's input rounded once, then byte dot products.
-    const int64_t groups = C / W.group_size;
+  if (rows_kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8)) {
+    // Decode: read the packed bytes once, dequantizing inside the dot; with
+    // int8 activations (opt-in) each token's input is rounded once and met by
+    // byte dot products instead.
+    const int gs = W.group_size;
+    const int64_t groups = C / gs;
+    const bool use_int8 = int8::enabled() && int8::supports(W);
     std::vector<int8::Input> ins;
-    for (int64_t t = 0; t < T; ++t) ins.push_back(int8::quantize_input(x + t * C, C, W.group_size, W.bits == 4));
+    std::vector<float> xsum, xeo;
+    kernels::QuantInputs in;
+    if (use_int8) {
+      for (int64_t t = 0; t < T; ++t) ins.push_back(int8::quantize_input(x + t * C, C, gs, W.bits == 4));
+    } else {
+      xsum.resize(static_cast<size_t>(T * groups));
+      if (W.bits == 4) xeo.resize(static_cast<size_t>(T * C));
+      for (int64_t t = 0; t < T; ++t) {
+        kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
+        if (W.bits == 4) kernels::deinterleave(x + t * C, C, xeo.data() + t * C, xeo.data() + t * C + C / 2);
+      }
+      in.x = x;
+      in.xe = xeo.data();
+      in.xo = xeo.data() + C / 2;
+      in.x_stride = C;
+      in.xsum = xsum.data();
+      in.xsum_stride = groups;
+    }
     run(row_grain(W, T), [&](int64_t b, int64_t e) {
-      std::vector<float> sb(static_cast<size_t>(8 * groups));
+      // four rows at a time, every token against each; a short last block repeats its last row
+      std::vector<float> sb(static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
       const size_t block_bytes = 4 * W.row_bytes();
       for (int64_t r0 = b; r0 < e; r0 += 4) {
         const int64_t n = std::min<int64_t>(4, e - r0);
         // The hardware prefetcher stops at page boundaries and four rows are
         // about a page: with the byte products fast enough to wait on memory,
         // the rows after next are asked for ahead.
-        if (r0 + 12 <= e) {
+        if (use_int8 && r0 + 12 <= e) {
           const auto* next = static_cast<const char*>(W.row(r0 + 8));
           for (size_t i = 0; i < block_bytes; i += 64) __builtin_prefetch(next + i);
         }
         const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
-        for (int64_t t = 0; t < T; ++t) {
-          float out[4];
-          int8::dot_rows(w, ins[t], out);
-          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[i];
-        }
-      }
-    });
-    return;
-  }
-  if (rows_kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8)) {
-    // Decode: read the packed bytes once, dequantizing inside the dot.
-    const int gs = W.group_size;
-    const int64_t groups = C / gs;
-    std::vector<float> xsum(static_cast<size_t>(T * groups)), xeo(W.bits == 4 ? static_cast<size_t>(T * C) : 0);
-    for (int64_t t = 0; t < T; ++t) {
-      kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
-      if (W.bits == 4) kernels::deinterleave(x + t * C, C, xeo.data() + t * C, xeo.data() + t * C + C / 2);
-    }
-    kernels::QuantInputs in;
-    in.x = x;
-    in.xe = xeo.data();
-    in.xo = xeo.data() + C / 2;
-    in.x_stride = C;
-    in.xsum = xsum.data();
-    in.xsum_stride = groups;
-    run(row_grain(W, T), [&](int64_t b, int64_t e) {
-      // four rows at a time, every token against each; a short last block repeats its last row
-      std::vector<float> sb(static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
-      for (int64_t r0 = b; r0 < e; r0 += 4) {
-        const int64_t n = std::min<int64_t>(4, e - r0);
-        kernels::dot_q_rows(row_block(W, r0, n, groups, sb.data()), in, T, out.data(), 4);
+        if (use_int8)
+          for (int64_t t = 0; t < T; ++t) int8::dot_rows(w, ins[t], out.data() + t * 4);
+        else
+          kernels::dot_q_rows(w, in, T, out.data(), 4);
         for (int64_t t = 0; t < T; ++t)
           for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[t * 4 + i];
       }
