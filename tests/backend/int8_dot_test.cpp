@@ -9,6 +9,7 @@
 #include <random>
 
 #include "lily/backend/cpu/matmul.h"
+#include "lily/io/dtype.h"
 #include "lily/quant/affine.h"
 
 namespace lily::cpu {
@@ -19,9 +20,11 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
   ASSERT_TRUE(int8::enable(true));
   std::mt19937 rng(5);
   std::normal_distribution<float> n(0.f, 1.f);
+  // scales and biases in each stored type; 2304 inputs span more than sixteen groups
+  for (DType sd : {DType::F32, DType::BF16, DType::F16})
   for (int bits : {4, 8})
     for (int gs : {64, 128})
-      for (int64_t C : {256, 512}) {
+      for (int64_t C : {256, 512, 2304}) {
         const int64_t R = 37, T = 3;
         std::vector<float> w(R * C), x(T * C);
         for (auto& a : w) a = n(rng);
@@ -32,9 +35,14 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
         Matrix m{DType::U32, q.packed.data(), R, C};
         m.bits = bits;
         m.group_size = gs;
-        m.scale_dtype = DType::F32;
-        m.scales = q.scales.data();
-        m.biases = q.biases.data();
+        std::vector<uint16_t> sc16, bi16;
+        for (size_t i = 0; i < q.scales.size(); ++i) {
+          sc16.push_back(sd == DType::BF16 ? float_to_bf16(q.scales[i]) : float_to_f16(q.scales[i]));
+          bi16.push_back(sd == DType::BF16 ? float_to_bf16(q.biases[i]) : float_to_f16(q.biases[i]));
+        }
+        m.scale_dtype = sd;
+        m.scales = sd == DType::F32 ? static_cast<const void*>(q.scales.data()) : sc16.data();
+        m.biases = sd == DType::F32 ? static_cast<const void*>(q.biases.data()) : bi16.data();
         ASSERT_TRUE(int8::supports(m));
         std::vector<float> y(T * R), one(R), row(C);
         matmul(x.data(), T, m, y.data(), Rows::Tokens);
@@ -51,7 +59,7 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
               bound += std::abs(double(row[c])) * in.step[c / gs] / 2;
             }
             EXPECT_LE(std::abs(y[t * R + r] - exact), bound * 1.001 + 1e-5 * mag)
-                << "bits " << bits << " gs " << gs << " C " << C << " row " << r << " token " << t;
+                << dtype_name(sd) << " bits " << bits << " gs " << gs << " C " << C << " row " << r << " token " << t;
           }
         }
       }
@@ -68,7 +76,9 @@ TEST(Int8Dot, InputsAreRoundedPerGroup) {
   EXPECT_EQ(in.q[1], -2);    // x[2]
   EXPECT_EQ(in.q[33], 127);  // x[3]
   EXPECT_FLOAT_EQ(in.sum[0], 0.f + 1 - 2 + 127 + 60 * 0.5f);
-  if (!int8::available()) EXPECT_FALSE(int8::enable(true));
+  if (!int8::available()) {
+    EXPECT_FALSE(int8::enable(true));
+  }
 }
 
 }  // namespace

@@ -17,7 +17,6 @@ namespace lily::cpu::int8 {
 
 namespace {
 std::atomic<bool> g_enabled{false};
-constexpr int64_t kMaxGroups = 256;  // a row of up to 16384 inputs in groups of 64
 }  // namespace
 
 bool available() {
@@ -39,8 +38,9 @@ bool enable(bool on) {
 bool enabled() { return g_enabled; }
 
 bool supports(const Matrix& W) {
-  return W.quantized() && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128) &&
-         W.cols % (2 * W.group_size) == 0 && W.cols / W.group_size <= kMaxGroups;
+  const bool scales_ok = W.scale_dtype == DType::BF16 || W.scale_dtype == DType::F16 || W.scale_dtype == DType::F32;
+  return W.quantized() && scales_ok && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128) &&
+         W.cols % (2 * W.group_size) == 0;
 }
 
 namespace {
@@ -89,61 +89,97 @@ Input quantize_input(const float* x, int64_t cols, int gs, bool split) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// 64 packed bytes per step: for 4-bit and groups of 64 that is two groups
-// (lanes 0-7 and 8-15 of the int32 sums), otherwise one group or half of one.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static void dot_rows_vnni(const kernels::QuantRows& w,
-                                                                                           const Input& in, float out[4]) {
-  const int64_t groups = w.groups, cols = groups * w.gs;
-  const int gs = w.gs, bits = w.bits;
-  const auto& q = w.q;
-  const auto& sc = w.scales;
-  const auto& bi = w.biases;
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  __m512 tot[4];
-  float bias_sum[4] = {0, 0, 0, 0};
-  for (auto& t : tot) t = _mm512_setzero_ps();
-  const int64_t bytes = bits == 4 ? cols / 2 : cols;
-  const int64_t group_bytes = bits == 4 ? gs / 2 : gs;
-  const int8_t* xe = in.q.data();
-  const int8_t* xo = in.q.data() + cols / 2;
-  // each group's weight scale times its input step, once per call rather than in the loop
-  float cs[4][kMaxGroups];
-  for (int r = 0; r < 4; ++r)
-#pragma omp simd
-    for (int64_t g = 0; g < groups; ++g) cs[r][g] = sc[r][g] * in.step[g];
-  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  for (int64_t at = 0; at < bytes; at += 64) {
-    const __m512i e = _mm512_loadu_si512(xe + at);
-    const __m512i o = bits == 4 ? _mm512_loadu_si512(xo + at) : e;
-    const int64_t g0 = at / group_bytes;
-    for (int r = 0; r < 4; ++r) {
-      const __m512i b = _mm512_loadu_si512(q[r] + at);
-      __m512i acc;
-      if (bits == 4) {
-        acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(b, low), e);
-        acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(b, 4), low), o);
-      } else {
-        acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), b, e);
-      }
-      const __m512 scale = group_bytes == 32  // two groups in the register: lanes 0-7 and 8-15
-                               ? _mm512_permutexvar_ps(pair, _mm512_maskz_loadu_ps(0x3, cs[r] + g0))
-                               : _mm512_set1_ps(cs[r][g0]);
-      tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), scale, tot[r]);
-    }
-  }
-  for (int r = 0; r < 4; ++r) {
-    for (int64_t g = 0; g < groups; ++g) bias_sum[r] = std::fma(bi[r][g], in.sum[g], bias_sum[r]);
-    out[r] = _mm512_reduce_add_ps(tot[r]) + bias_sum[r];
+#define LILY_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+namespace {
+// Sixteen scales or biases (fewer under the mask) as floats, read where they lie.
+template <DType S>
+LILY_VNNI inline __m512 load16(const void* p, int64_t i, __mmask16 m) {
+  if constexpr (S == DType::F32) {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(p) + i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p) + i);
+    if constexpr (S == DType::F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // BF16
   }
 }
+
+// Up to four rows against one input. Groups are taken sixteen at a time: their
+// weight scales times the input steps make one vector, the bias terms
+// (bias * exact input sum) another, so the loop over the packed bytes (64 a
+// step) does only the byte products, one conversion and one multiply-add per
+// row; a permute hands each lane its group's scale. GB is a group's packed
+// bytes (32 for 4-bit groups of 64: two groups a step, lanes 0-7 and 8-15).
+template <int Bits, int GB, DType S>
+LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  const int64_t cols = W.cols, groups = cols / W.group_size;
+  const size_t sbytes = dtype_size(S);
+  const uint8_t* q[4];
+  const uint8_t *sc[4], *bi[4];
+  for (int64_t i = 0; i < 4; ++i) {
+    const int64_t r = r0 + std::min(i, n - 1);  // a short block repeats its last row
+    q[i] = static_cast<const uint8_t*>(W.row(r));
+    sc[i] = static_cast<const uint8_t*>(W.scales) + static_cast<size_t>(r * groups) * sbytes;
+    bi[i] = static_cast<const uint8_t*>(W.biases) + static_cast<size_t>(r * groups) * sbytes;
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i lane_group = GB == 32 ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+                                      : _mm512_setzero_si512();
+  __m512 tot[4], bias[4], cs[4];
+  for (int i = 0; i < 4; ++i) tot[i] = bias[i] = _mm512_setzero_ps();
+  const int8_t* xe = in.q.data();
+  const int8_t* xo = in.q.data() + cols / 2;
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const int64_t ng = std::min<int64_t>(16, groups - g0);
+    const __mmask16 m = static_cast<__mmask16>((1u << ng) - 1);
+    const __m512 step = _mm512_maskz_loadu_ps(m, in.step.data() + g0);
+    const __m512 sum = _mm512_maskz_loadu_ps(m, in.sum.data() + g0);
+    for (int i = 0; i < 4; ++i) {
+      cs[i] = _mm512_mul_ps(load16<S>(sc[i], g0, m), step);
+      bias[i] = _mm512_fmadd_ps(load16<S>(bi[i], g0, m), sum, bias[i]);
+    }
+    const int64_t begin = g0 * GB, end = (g0 + ng) * GB;
+    for (int64_t at = begin; at < end; at += 64) {
+      const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>((at - begin) / GB)), lane_group);
+      const __m512i e = _mm512_loadu_si512(xe + at);
+      const __m512i o = Bits == 4 ? _mm512_loadu_si512(xo + at) : e;
+      for (int i = 0; i < 4; ++i) {
+        if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + ahead, _MM_HINT_T0);
+        const __m512i b = _mm512_loadu_si512(q[i] + at);
+        __m512i acc;
+        if constexpr (Bits == 4) {
+          acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(b, low), e);
+          acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(b, 4), low), o);
+        } else {
+          acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), b, e);
+        }
+        tot[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(idx, cs[i]), tot[i]);
+      }
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = _mm512_reduce_add_ps(tot[i]) + _mm512_reduce_add_ps(bias[i]);
+}
+
+template <int Bits, int GB>
+void dot_rows_by_scale(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  switch (W.scale_dtype) {
+    case DType::BF16: return dot_rows_vnni<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead);
+    case DType::F16: return dot_rows_vnni<Bits, GB, DType::F16>(W, r0, n, in, out, ahead);
+    default: return dot_rows_vnni<Bits, GB, DType::F32>(W, r0, n, in, out, ahead);
+  }
+}
+}  // namespace
 #endif
 
-void dot_rows(const kernels::QuantRows& w, const Input& in, float out[4]) {
+void dot_rows(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  dot_rows_vnni(w, in, out);
+  const int gb = W.bits * W.group_size / 8;
+  if (W.bits == 4 && gb == 32) return dot_rows_by_scale<4, 32>(W, r0, n, in, out, ahead);
+  if (W.bits == 4) return dot_rows_by_scale<4, 64>(W, r0, n, in, out, ahead);
+  if (gb == 64) return dot_rows_by_scale<8, 64>(W, r0, n, in, out, ahead);
+  return dot_rows_by_scale<8, 128>(W, r0, n, in, out, ahead);
 #else
-  (void)w, (void)in;
-  for (int r = 0; r < 4; ++r) out[r] = 0.f;  // never reached: enable() refuses without VNNI
+  (void)W, (void)r0, (void)in, (void)ahead;
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.f;  // never reached: enable() refuses without VNNI
 #endif
 }
 

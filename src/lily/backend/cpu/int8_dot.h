@@ -22,7 +22,7 @@ bool available();
 // The process-wide choice; enabling where it is not available is refused (returns false).
 bool enable(bool on);
 bool enabled();
-// A matrix the path takes: 4- or 8-bit, groups of 64 or 128.
+// A matrix the path takes: 4- or 8-bit, groups of 64 or 128, F32/F16/BF16 scales.
 bool supports(const Matrix& W);
 
 // One input row rounded group by group. For 4-bit products the bytes are
@@ -34,7 +34,9 @@ struct Input {
 };
 Input quantize_input(const float* x, int64_t cols, int group_size, bool split_even_odd);
 
-// out[r] = row r . input for the four rows of `w` (a row may repeat).
-void dot_rows(const kernels::QuantRows& w, const Input& in, float out[4]);
+// out[i] = row (r0 + i) of W . input, for i < n <= 4; W's scales and biases
+// (F32, F16 or BF16) are read where they lie. `ahead` > 0 prefetches each
+// row's bytes that far past it, as the loop goes.
+void dot_rows(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
 
 }  // namespace lily::cpu::int8
