@@ -1,6 +1,10 @@
 // CPU ops against plain double-precision computations written out here.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -184,6 +188,23 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
     });
     for (int h : hits) EXPECT_EQ(h, 1);
   }
+}
+
+// Calls back to back meet spinning workers, calls after a pause meet sleeping
+// ones; either way every index is done once and the call returns only then.
+TEST(ThreadPool, BackToBackAndAfterSleeping) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int round = 0; round < 400; ++round) {
+    if (round % 100 == 99) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<std::atomic<int>> hits(257);
+    pool.parallel_for(257, 3, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+      total += e - b;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+  }
+  EXPECT_EQ(total.load(), 400 * 257);
 }
 
 }  // namespace

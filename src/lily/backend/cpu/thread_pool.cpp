@@ -1,6 +1,7 @@
 #include "lily/backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include <pthread.h>
@@ -18,9 +19,35 @@ std::thread start_thread_without_signals(std::function<void()> body) {
   return t;
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or about `budget` has passed; true when done() came true.
+template <class Done>
+bool spin_until(Done done, std::chrono::microseconds budget) {
+  const auto until = std::chrono::steady_clock::now() + budget;
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+    std::this_thread::yield();  // lets a thread that shares this core (more threads than cores) go on
+  }
+}
+
+constexpr std::chrono::microseconds kSpin{2000};
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < std::max(threads, 1); ++i)
-    workers_.push_back(start_thread_without_signals([this, i] { worker_loop(i); }));
+    workers_.push_back(start_thread_without_signals([this] { worker_loop(); }));
 }
 
 ThreadPool::~ThreadPool() {
@@ -32,24 +59,31 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::run_chunks() {
+  while (true) {
+    const int64_t b = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (b >= n_) return;
+    (*job_)(b, std::min(n_, b + chunk_));
+  }
+}
+
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   while (true) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n, chunk;
-    {
+    auto called = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(called, kSpin)) {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = n_;
-      chunk = chunk_;
+      ++sleepers_;
+      wake_.wait(lock, called);
+      --sleepers_;
     }
-    const int64_t b = index * chunk, e = std::min(n, b + chunk);
-    if (b < e) (*job)(b, e);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_ == 0) done_.notify_one();
+    if (stop_) return;
+    seen = generation_.load(std::memory_order_acquire);
+    run_chunks();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (caller_sleeps_) done_.notify_one();
+    }
   }
 }
 
@@ -61,20 +95,26 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
-  // Static split: part i covers [i*chunk, (i+1)*chunk); the caller takes part 0.
-  const int64_t chunk = (n + parts - 1) / parts;
+  // A few chunks per thread, so one that is slowed (by another process, or
+  // by a busier part of the range) hands its share to the others.
+  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + 4 * parts - 1) / (4 * parts));
+  job_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
+    if (sleepers_ > 0) wake_.notify_all();
   }
-  wake_.notify_all();
-  fn(0, std::min(n, chunk));
+  run_chunks();
+  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (spin_until(all_done, kSpin)) return;
   std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  caller_sleeps_ = true;
+  done_.wait(lock, all_done);
+  caller_sleeps_ = false;
 }
 
 namespace {
