@@ -121,10 +121,9 @@ void Qwen35MoeForward::gated_delta_net(int64_t layer, std::span<const Segment> s
   const cpu::Rows rk = rows_of(mode);
 
   Buffer qkv(T * C), mixed(T * C), z(T * VD), b(T * Hv), a(T * Hv);
-  cpu::matmul(x, T, g.in_qkv, qkv.data(), rk);
-  cpu::matmul(x, T, g.in_z, z.data(), rk);
-  cpu::matmul(x, T, g.in_b, b.data(), rk);
-  cpu::matmul(x, T, g.in_a, a.data(), rk);
+  const cpu::Product in_proj[] = {
+      {x, &g.in_qkv, qkv.data()}, {x, &g.in_z, z.data()}, {x, &g.in_b, b.data()}, {x, &g.in_a, a.data()}};
+  cpu::matmul_batch(in_proj, T, rk);
   for (const Segment& s : segs)
     cpu::causal_conv_silu(qkv.data() + s.row * C, s.rows, C, g.conv.data(), cfg_.linear_conv_kernel,
                           s.state->layer(layer).conv.data(), mixed.data() + s.row * C);
@@ -174,9 +173,8 @@ void Qwen35MoeForward::attention(int64_t layer, std::span<const Segment> segs, F
   const cpu::Rows rk = rows_of(mode);
 
   Buffer qg(T * nh * 2 * hd), q(T * nh * hd), gate(T * nh * hd), k(T * nkv * hd), v(T * nkv * hd);
-  cpu::matmul(x, T, w.q, qg.data(), rk);
-  cpu::matmul(x, T, w.k, k.data(), rk);
-  cpu::matmul(x, T, w.v, v.data(), rk);
+  const cpu::Product in_proj[] = {{x, &w.q, qg.data()}, {x, &w.k, k.data()}, {x, &w.v, v.data()}};
+  cpu::matmul_batch(in_proj, T, rk);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < nh; ++h) {
       const float* src = qg.data() + (t * nh + h) * 2 * hd;  // per head [q_h | gate_h]

@@ -68,88 +68,141 @@ void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
   }
 }
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, bool parallel) {
-  const int64_t R = W.rows, C = W.cols;
-  ThreadPool& pool = ThreadPool::global();
-  auto run = [&](int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-    if (parallel) pool.parallel_for(R, grain, fn);
-    else fn(0, R);
-  };
-  if (rows_kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8)) {
-    // Decode: read the packed bytes once, dequantizing inside the dot; with
-    // int8 activations (opt-in) each token's input is rounded once and met by
-    // byte dot products instead.
-    const int gs = W.group_size;
-    const int64_t groups = C / gs;
-    const bool use_int8 = int8::enabled() && int8::supports(W);
-    std::vector<int8::Input> ins;
-    std::vector<float> xsum, xeo;
-    kernels::QuantInputs in;
-    if (use_int8) {
-      for (int64_t t = 0; t < T; ++t) ins.push_back(int8::quantize_input(x + t * C, C, gs, W.bits == 4));
-    } else {
-      xsum.resize(static_cast<size_t>(T * groups));
-      if (W.bits == 4) xeo.resize(static_cast<size_t>(T * C));
-      for (int64_t t = 0; t < T; ++t) {
-        kernels::group_sums(x + t * C, C, gs, xsum.data() + t * groups);
-        if (W.bits == 4) kernels::deinterleave(x + t * C, C, xeo.data() + t * C, xeo.data() + t * C + C / 2);
-      }
-      in.x = x;
-      in.xe = xeo.data();
-      in.xo = xeo.data() + C / 2;
-      in.x_stride = C;
-      in.xsum = xsum.data();
-      in.xsum_stride = groups;
-    }
-    run(row_grain(W, T), [&](int64_t b, int64_t e) {
-      // four rows at a time, every token against each; a short last block repeats its last row
-      std::vector<float> sb(static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
-      for (int64_t r0 = b; r0 < e; r0 += 4) {
-        const int64_t n = std::min<int64_t>(4, e - r0);
-        // The hardware prefetcher stops at page boundaries, and with the byte
-        // products fast enough to wait on memory that is what limits them: the
-        // kernel asks for the rows six ahead, a line per row per step.
-        // (Whole blocks ahead, a multiple of a page away, measured slower.)
-        const int64_t ahead = r0 + 10 <= R ? 6 * static_cast<int64_t>(W.row_bytes()) : 0;
-        if (use_int8) {
-          for (int64_t t = 0; t < T; ++t) int8::dot_rows(W, r0, n, ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
-        } else {
-          const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
-          kernels::dot_q_rows(w, in, T, out.data(), 4);
-        }
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[t * 4 + i];
-      }
-    });
+namespace {
+// Decode products of 4- and 8-bit rows read the packed bytes once,
+// dequantizing inside the dot; with int8 activations (opt-in) each token's
+// input is rounded once and met by byte dot products instead.
+bool packed_decode(const Matrix& W, Rows kind) {
+  return kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8);
+}
+
+// What a packed decode product needs of its T inputs, worked out once per call.
+struct PackedInput {
+  bool use_int8 = false;
+  std::vector<int8::Input> ins;  // int8: one per token
+  std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
+  kernels::QuantInputs in;
+};
+
+void prepare(const float* x, int64_t T, const Matrix& W, PackedInput& p) {
+  const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
+  p.use_int8 = int8::enabled() && int8::supports(W);
+  if (p.use_int8) {
+    for (int64_t t = 0; t < T; ++t) p.ins.push_back(int8::quantize_input(x + t * C, C, static_cast<int>(gs), W.bits == 4));
     return;
   }
-  // Otherwise a block of rows is converted to floats once and used for every input row.
+  p.xsum.resize(static_cast<size_t>(T * groups));
+  if (W.bits == 4) p.xeo.resize(static_cast<size_t>(T * C));
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::group_sums(x + t * C, C, static_cast<int>(gs), p.xsum.data() + t * groups);
+    if (W.bits == 4) kernels::deinterleave(x + t * C, C, p.xeo.data() + t * C, p.xeo.data() + t * C + C / 2);
+  }
+  p.in.x = x;
+  p.in.xe = p.xeo.data();
+  p.in.xo = p.xeo.data() + C / 2;
+  p.in.x_stride = C;
+  p.in.xsum = p.xsum.data();
+  p.in.xsum_stride = groups;
+}
+
+// Rows [b, e) of a packed decode product: four rows at a time, every token
+// against each; a short last block repeats its last row.
+void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int64_t b, int64_t e) {
+  const int64_t R = W.rows, groups = W.cols / W.group_size;
+  std::vector<float> sb(p.use_int8 ? 0 : static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
+  for (int64_t r0 = b; r0 < e; r0 += 4) {
+    const int64_t n = std::min<int64_t>(4, e - r0);
+    if (p.use_int8) {
+      // The hardware prefetcher stops at page boundaries, and with the byte
+      // products fast enough to wait on memory that is what limits them: the
+      // kernel asks for the rows six ahead, a line per row per step.
+      // (Whole blocks ahead, a multiple of a page away, measured slower.)
+      const int64_t ahead = r0 + 10 <= R ? 6 * static_cast<int64_t>(W.row_bytes()) : 0;
+      for (int64_t t = 0; t < T; ++t) int8::dot_rows(W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
+    } else {
+      const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
+      kernels::dot_q_rows(w, p.in, T, out.data(), 4);
+    }
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[t * 4 + i];
+  }
+}
+
+// Rows [b, e) of any other product: a block of rows is converted to floats
+// once and used for every input row.
+void float_rows(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, int64_t b, int64_t e) {
+  const int64_t R = W.rows, C = W.cols;
   constexpr int64_t kBlock = 16;
-  run(row_grain(W, T), [&](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(kBlock * C));
-    const float* rows[kBlock];
-    for (int64_t r0 = b; r0 < e; r0 += kBlock) {
-      const int64_t n = std::min(kBlock, e - r0);
-      for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(W, r0 + i, buf.data() + i * C);
-      for (int64_t i = n; i < kBlock; ++i) rows[i] = rows[n - 1];  // pad a short block
-      if (rows_kind == Rows::Tokens) {  // decode: plain dots, no tile padding
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = kernels::dot(rows[i], x + t * C, C);
-        continue;
+  std::vector<float> buf(static_cast<size_t>(kBlock * C));
+  const float* rows[kBlock];
+  for (int64_t r0 = b; r0 < e; r0 += kBlock) {
+    const int64_t n = std::min(kBlock, e - r0);
+    for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(W, r0 + i, buf.data() + i * C);
+    for (int64_t i = n; i < kBlock; ++i) rows[i] = rows[n - 1];  // pad a short block
+    if (rows_kind == Rows::Tokens) {  // decode: plain dots, no tile padding
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = kernels::dot(rows[i], x + t * C, C);
+      continue;
+    }
+    // Every output of a prompt comes out of a 4 x 4 tile (short edges padded by
+    // repetition), so a row's result does not depend on how many inputs share the call.
+    for (int64_t t = 0; t < T; t += 4) {
+      const int64_t nt = std::min<int64_t>(4, T - t);
+      const float* xs[4];
+      for (int64_t j = 0; j < 4; ++j) xs[j] = x + (t + std::min(j, nt - 1)) * C;
+      for (int64_t i = 0; i < n; i += 4) {
+        float tile[4][4];
+        kernels::dot4x4(rows + i, xs, C, tile);
+        for (int64_t a = 0; a < std::min<int64_t>(4, n - i); ++a)
+          for (int64_t j = 0; j < nt; ++j) y[(t + j) * R + r0 + i + a] = tile[a][j];
       }
-      // Every output of a prompt comes out of a 4 x 4 tile (short edges padded by
-      // repetition), so a row's result does not depend on how many inputs share the call.
-      for (int64_t t = 0; t < T; t += 4) {
-        const int64_t nt = std::min<int64_t>(4, T - t);
-        const float* xs[4];
-        for (int64_t j = 0; j < 4; ++j) xs[j] = x + (t + std::min(j, nt - 1)) * C;
-        for (int64_t i = 0; i < n; i += 4) {
-          float tile[4][4];
-          kernels::dot4x4(rows + i, xs, C, tile);
-          for (int64_t a = 0; a < std::min<int64_t>(4, n - i); ++a)
-            for (int64_t j = 0; j < nt; ++j) y[(t + j) * R + r0 + i + a] = tile[a][j];
-        }
-      }
+    }
+  }
+}
+}  // namespace
+
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, bool parallel) {
+  const int64_t R = W.rows;
+  auto run = [&](const std::function<void(int64_t, int64_t)>& fn) {
+    if (parallel) ThreadPool::global().parallel_for(R, row_grain(W, T), fn);
+    else fn(0, R);
+  };
+  if (packed_decode(W, rows_kind)) {
+    PackedInput p;
+    prepare(x, T, W, p);
+    run([&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
+    return;
+  }
+  run([&](int64_t b, int64_t e) { float_rows(x, T, W, y, rows_kind, b, e); });
+}
+
+void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) {
+  if (rows_kind != Rows::Tokens) {  // prompts: each product is large enough to split alone
+    for (const Product& p : products) matmul(p.x, T, *p.W, p.y, rows_kind);
+    return;
+  }
+  // Decode: the rows of all the products form one range (each product's
+  // rounded up to four, so a block never spans two) split in one parallel loop.
+  const size_t n = products.size();
+  std::vector<PackedInput> inputs(n);
+  std::vector<int64_t> start(n + 1, 0);
+  int64_t grain = 8;
+  for (size_t i = 0; i < n; ++i) {
+    const Matrix& W = *products[i].W;
+    if (packed_decode(W, rows_kind)) prepare(products[i].x, T, W, inputs[i]);
+    start[i + 1] = start[i] + (W.rows + 3) / 4 * 4;
+    grain = std::max(grain, row_grain(W, T));
+  }
+  ThreadPool::global().parallel_for(start[n], grain, [&](int64_t b, int64_t e) {
+    for (size_t i = 0; i < n; ++i) {
+      const Product& p = products[i];
+      const int64_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
+      const int64_t end = std::min(hi, p.W->rows);
+      if (lo >= end) continue;
+      if (packed_decode(*p.W, rows_kind))
+        packed_rows(inputs[i], T, *p.W, p.y, lo, end);
+      else
+        float_rows(p.x, T, *p.W, p.y, rows_kind, lo, end);
     }
   });
 }

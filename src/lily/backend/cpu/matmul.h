@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "lily/model/weights.h"
 
@@ -25,6 +26,18 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows, boo
 inline void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel = true) {
   matmul(x, T, W, y, T == 1 ? Rows::Tokens : Rows::Prompt, parallel);
 }
+// Several products with the same T and kind, e.g. the gate and up
+// projections of every expert a token was routed to: for decode tokens
+// their rows are split among the threads in one parallel loop, which keeps
+// both cores busy where each product alone is too small to split well.
+// Every output equals what matmul gives for its product alone.
+struct Product {
+  const float* x;  // [T, W->cols]
+  const Matrix* W;
+  float* y;  // [T, W->rows]
+};
+void matmul_batch(std::span<const Product> products, int64_t T, Rows rows);
+
 // The plain version the fast one is tested against: one row converted at a time, one thread.
 void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y);
 

@@ -63,29 +63,38 @@ void gather_tokens(const float* x, const std::vector<int64_t>& entries, int64_t 
     std::copy(x + (entries[i] / k) * H, x + (entries[i] / k + 1) * H, xs.begin() + i * H);
 }
 
-// One token: the routed experts and the shared expert run side by side on the
-// pool, each on one thread, rather than each small product being split.
+// One token: the gate and up products of the routed experts and the shared
+// one form one parallel loop, their down products another, so the rows of
+// all nine experts are shared among the threads however many there are.
 void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t t, int64_t k, float* yt) {
   const int64_t H = w.router.cols;
-  std::vector<std::vector<float>> outs(static_cast<size_t>(k + 1), std::vector<float>(static_cast<size_t>(H), 0.f));
-  ThreadPool::global().parallel_for(k + 1, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> g, u, d;
-    for (int64_t j = b; j < e; ++j) {
-      float scale;
-      if (j < k) {
-        const int32_t ex = route.expert[t * k + j];
-        swiglu_rows(xt, 1, w.gate[ex], w.up[ex], w.down[ex], Rows::Tokens, g, u, d, false);
-        scale = route.weight[t * k + j];
-      } else {
-        swiglu_rows(xt, 1, w.shared_gate, w.shared_up, w.shared_down, Rows::Tokens, g, u, d, false);
-        scale = sigmoid(dot_row(w.shared_expert_gate, 0, xt));
-      }
-      for (int64_t h = 0; h < H; ++h) outs[j][h] += scale * d[h];
-    }
-  });
-  // summed in a fixed order, so the result does not depend on the thread count
+  std::vector<std::vector<float>> g(k + 1), u(k + 1), d(k + 1);
+  std::vector<Product> products;
+  for (int64_t j = 0; j <= k; ++j) {
+    const int32_t ex = j < k ? route.expert[t * k + j] : 0;
+    const Matrix& gate = j < k ? w.gate[ex] : w.shared_gate;
+    const Matrix& up = j < k ? w.up[ex] : w.shared_up;
+    g[j].resize(gate.rows);
+    u[j].resize(up.rows);
+    products.push_back({xt, &gate, g[j].data()});
+    products.push_back({xt, &up, u[j].data()});
+  }
+  matmul_batch(products, 1, Rows::Tokens);
+  products.clear();
+  for (int64_t j = 0; j <= k; ++j) {
+    for (size_t i = 0; i < g[j].size(); ++i) g[j][i] = silu(g[j][i]) * u[j][i];
+    const Matrix& down = j < k ? w.down[route.expert[t * k + j]] : w.shared_down;
+    d[j].resize(down.rows);
+    products.push_back({g[j].data(), &down, d[j].data()});
+  }
+  matmul_batch(products, 1, Rows::Tokens);
+  // each expert's output scaled, then all summed in a fixed order, as moe_tokens does
+  for (int64_t j = 0; j <= k; ++j) {
+    const float scale = j < k ? route.weight[t * k + j] : sigmoid(dot_row(w.shared_expert_gate, 0, xt));
+    for (int64_t h = 0; h < H; ++h) d[j][h] = scale * d[j][h];
+  }
   for (int64_t j = 0; j <= k; ++j)
-    for (int64_t h = 0; h < H; ++h) yt[h] += outs[j][h];
+    for (int64_t h = 0; h < H; ++h) yt[h] += d[j][h];
 }
 
 // Several decode tokens: each expert runs once over the tokens routed to it,
