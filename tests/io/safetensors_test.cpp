@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "lily/error.h"
+#include "lily/io/mapped_file.h"
 #include "lily/io/safetensors_writer.h"
 #include "support/test_support.h"
 
@@ -61,6 +63,28 @@ TEST(Safetensors, TruncatedFileNamesTheTensor) {
   w.write(path);
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
   expect_error(path, "truncated safetensors file: tensor 'weight'");
+}
+
+// Read into memory of its own (--no-mmap), a file gives the same tensors, and
+// a truncated one the same error.
+TEST(Safetensors, OwnedFilesReadTheSameAndFailTheSame) {
+  TempDir dir;
+  SafetensorsWriter w;
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  w.add("weight", DType::F32, {10, 100}, v.data(), v.size() * 4);
+  const std::string path = dir.str() + "/o.safetensors";
+  w.write(path);
+  set_residency(Residency::Owned);
+  {
+    SafetensorsFile f(path);
+    const TensorView& t = f.tensors().at("weight");
+    EXPECT_EQ(std::memcmp(t.data, v.data(), v.size() * 4), 0);
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
+    EXPECT_EQ(std::memcmp(t.data, v.data(), v.size() * 4), 0) << "owned bytes do not follow the file";
+  }
+  expect_error(path, "truncated safetensors file: tensor 'weight'");
+  set_residency(Residency::Mapped);
 }
 
 TEST(Safetensors, TooShortForAHeader) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "lily/error.h"
+#include "lily/io/mapped_file.h"
 #include "lily/model/qwen35moe.h"
 #include "support/test_support.h"
 
@@ -101,6 +102,19 @@ TEST_P(BatchDecode, PromptsPrefilledTogetherEqualEachAlone) {
     const auto one = fwd.forward(std::span<const int32_t>(&next[i], 1), alone[i], LogitsFor::LastPosition);
     EXPECT_TRUE(std::equal(one.begin(), one.end(), step.begin() + i * V)) << "step of " << i;
   }
+}
+
+// Weights read into memory of their own (--no-mmap) give the mapped ones' logits, bit for bit.
+TEST(WeightResidency, OwnedWeightsGiveTheMappedLogits) {
+  const auto ref = test::load_reference(test::model_dir("tiny-a"));
+  auto mapped = Model::load(test::model_dir("tiny-a-mlx4"));
+  set_residency(Residency::Owned);
+  auto owned = Model::load(test::model_dir("tiny-a-mlx4"));
+  set_residency(Residency::Mapped);
+  SequenceState a(mapped->config()), b(owned->config());
+  const auto want = Qwen35MoeForward(*mapped).forward(ref.prompts[5].tokens, a, LogitsFor::LastPosition, ForwardMode::Prompt);
+  const auto got = Qwen35MoeForward(*owned).forward(ref.prompts[5].tokens, b, LogitsFor::LastPosition, ForwardMode::Prompt);
+  EXPECT_EQ(got, want);
 }
 
 TEST(BatchDecodeInput, MismatchedOrBadTokensAreRefused) {

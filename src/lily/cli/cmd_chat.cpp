@@ -60,7 +60,7 @@ Command add_chat_command(CLI::App& app) {
             sa.sa_flags = 0;  // no SA_RESTART: Ctrl-C interrupts a blocking read
             sigaction(SIGINT, &sa, nullptr);
             const bool tty = ::isatty(STDIN_FILENO) != 0;
-            use_int8_activations(o->gen.int8_activations);
+            o->gen.cpu.apply();
             const SamplingParams sampling = o->gen.sampling(*engine);
             const int64_t ctx = o->gen.context > 0 ? o->gen.context : engine->model().config().max_position_embeddings;
             o->gen.check_memory(*engine, ctx, std::min<int64_t>(ctx, 4096));

@@ -35,7 +35,7 @@ Command add_run_command(CLI::App& app) {
             g.prompt = engine->chat_prompt(req);
             o->gen.check_memory(*engine, static_cast<int64_t>(g.prompt.size()) + o->gen.max_tokens,
                                 static_cast<int64_t>(g.prompt.size()));
-            use_int8_activations(o->gen.int8_activations);
+            o->gen.cpu.apply();
             g.sampling = o->gen.sampling(*engine);
             g.max_tokens = o->gen.max_tokens;
             g.stop = o->gen.stop;

@@ -44,7 +44,7 @@ Command add_serve_command(CLI::App& app) {
     bool no_cache = false;
     double budget_gb = 0;
     std::string deployment_config;
-    bool int8_activations = false;
+    CpuFlags cpu;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (MODEL defaults to the bundled model)");
@@ -71,10 +71,9 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--cors-origin", o->server.cors_origin, "the allowed origin with --cors (default *)");
   sub->add_option("--memory-budget", o->budget_gb, "GiB for weights, sequences and cache; refuse to start beyond it");
   sub->add_option("--deployment-config", o->deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
-  sub->add_flag("--int8-activations", o->int8_activations,
-                "decode 4/8-bit weights against int8-rounded inputs (AVX-512 VNNI; faster, slightly lossy)");
+  o->cpu.add_to(sub);
   return {sub, [o]() {
-            use_int8_activations(o->int8_activations);
+            o->cpu.apply();
             const std::string model = o->model.empty() ? default_model() : o->model[0];
             const double budget = memory_budget_gb(o->budget_gb, o->deployment_config);
             o->server.scheduler.cache_enabled = !o->no_cache;

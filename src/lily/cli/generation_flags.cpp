@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "lily/error.h"
-#include "lily/backend/cpu/int8_dot.h"
 #include "lily/runtime/memory_plan.h"
 
 namespace lily::cli {
@@ -30,8 +29,7 @@ void GenerationFlags::add_to(CLI::App* app) {
       ->envname("LILY_MEMORY_BUDGET_GB");
   app->add_option("--deployment-config", deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
   app->add_option("--ctx-size", context, "longest context to plan memory for (chat; default: the model's maximum)");
-  app->add_flag("--int8-activations", int8_activations,
-                "decode 4/8-bit weights against int8-rounded inputs (AVX-512 VNNI; faster, slightly lossy)");
+  cpu.add_to(app);
 }
 
 SamplingParams GenerationFlags::sampling(const Engine& engine) const {
@@ -55,11 +53,6 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
   }
   p.validate();
   return p;
-}
-
-void use_int8_activations(bool on) {
-  if (!cpu::int8::enable(on))
-    throw Error("--int8-activations needs a CPU with AVX-512 VNNI (avx512vnni, avx512bw, avx512vl); this one has none");
 }
 
 double memory_budget_gb(double flag_gb, const std::string& deployment_config) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lily/cli/cpu_flags.h"
 #include "lily/runtime/engine.h"
 #include "lily/runtime/sampler.h"
 
@@ -26,7 +27,7 @@ struct GenerationFlags {
   double memory_budget_gb_flag = 0;  // 0: none
   std::string deployment_config;  // JSON with memoryAllocationGB
   int64_t context = 0;          // chat: the longest conversation to plan for (0: the model's maximum)
-  bool int8_activations = false;
+  CpuFlags cpu;                 // --int8-activations, --no-mmap
 
   void add_to(CLI::App* app);
   // The model's defaults with the flags given on the command line applied.
@@ -35,10 +36,6 @@ struct GenerationFlags {
   // plan when a budget is set, and refuses with the numbers when it does not fit.
   void check_memory(const Engine& engine, int64_t context, int64_t prompt) const;
 };
-
-// Turns on the int8-activation decode path (--int8-activations); throws
-// lily::Error naming what is missing on a CPU without AVX-512 VNNI.
-void use_int8_activations(bool on);
 
 // The memory budget in GiB: the flag, else the deployment config's memoryAllocationGB, else 0 (none).
 double memory_budget_gb(double flag_gb, const std::string& deployment_config);
