@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "lily/backend/cpu/amx_matmul.h"
 #include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/thread_pool.h"
@@ -167,6 +168,10 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind
     if (parallel) ThreadPool::global().parallel_for(R, row_grain(W, T), fn);
     else fn(0, R);
   };
+  if (rows_kind == Rows::Prompt && int8::enabled() && amx::available() && amx::supports(W)) {
+    amx::matmul(x, T, W, y, parallel);
+    return;
+  }
   if (packed_decode(W, rows_kind)) {
     PackedInput p;
     prepare(x, T, W, p);
