@@ -27,6 +27,9 @@ void causal_conv_silu(const float* x, int64_t T, int64_t C, const float* w, int6
   std::memcpy(state, next.data(), next.size() * sizeof(float));
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#endif
 void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* S, float* out,
                            int64_t out_stride) {
   std::vector<float> d(static_cast<size_t>(dv));
@@ -50,9 +53,31 @@ void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int
   }
 }
 
+namespace {
+// out[j] = x . KT[:, j] for j < L, KT holding a chunk's keys as columns
+// ([dk, ld]): one row of a chunk's Q K^T or K K^T, summed over the key
+// dimension in order, vectorised across the chunk's tokens.
+inline void row_times_keys(const float* x, const float* KT, int64_t dk, int64_t L, int64_t ld, float* out) {
+  for (int64_t j = 0; j < L; ++j) out[j] = 0.f;
+  for (int64_t a = 0; a < dk; ++a) {
+    const float xa = x[a];
+    const float* col = KT + a * ld;
+#pragma omp simd
+    for (int64_t j = 0; j < L; ++j) out[j] += xa * col[j];
+  }
+}
+}  // namespace
+
+// Compiled for AVX-512, AVX2 and baseline and picked at run time: the
+// project builds for baseline x86-64, and this is a prompt's largest
+// arithmetic after the matrix products.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#endif
 void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
                          int64_t first_chunk, float* S, float* out, int64_t out_stride) {
   std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), qs(dv);
+  std::vector<float> KT(dk * chunk), dots(chunk);
   for (int64_t s0 = 0, L = 0; s0 < T; s0 += L) {
     L = std::min(s0 == 0 ? std::clamp<int64_t>(first_chunk, 1, chunk) : chunk, T - s0);
     auto q = [&](int64_t i) { return in.q + (s0 + i) * in.q_stride; };
@@ -61,13 +86,13 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
     auto beta = [&](int64_t i) { return in.beta[(s0 + i) * in.beta_stride]; };
     float acc = 0.f;
     for (int64_t i = 0; i < L; ++i) G[i] = acc += in.g[(s0 + i) * in.g_stride];
+    for (int64_t j = 0; j < L; ++j)
+      for (int64_t a = 0; a < dk; ++a) KT[a * chunk + j] = k(j)[a];
     // A[i][j] = beta_i (k_i . k_j) exp(G_i - G_j), strictly lower triangle.
-    for (int64_t i = 0; i < L; ++i)
-      for (int64_t j = 0; j < i; ++j) {
-        float kk = 0.f;
-        for (int64_t a = 0; a < dk; ++a) kk += k(i)[a] * k(j)[a];
-        A[i * chunk + j] = beta(i) * kk * std::exp(G[i] - G[j]);
-      }
+    for (int64_t i = 0; i < L; ++i) {
+      row_times_keys(k(i), KT.data(), dk, i, chunk, dots.data());
+      for (int64_t j = 0; j < i; ++j) A[i * chunk + j] = beta(i) * dots[j] * std::exp(G[i] - G[j]);
+    }
     // Forward substitution of (I + A) U = beta v and (I + A) W = beta exp(G) k.
     for (int64_t i = 0; i < L; ++i) {
       float* Ui = &U[i * dv];
@@ -104,10 +129,9 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
       }
       const float eg = std::exp(G[i]);
       for (int64_t c = 0; c < dv; ++c) o[c] = eg * qs[c];
+      row_times_keys(q(i), KT.data(), dk, i + 1, chunk, dots.data());
       for (int64_t j = 0; j <= i; ++j) {
-        float qk = 0.f;
-        for (int64_t a = 0; a < dk; ++a) qk += q(i)[a] * k(j)[a];
-        const float f = qk * std::exp(G[i] - G[j]);
+        const float f = dots[j] * std::exp(G[i] - G[j]);
 #pragma omp simd
         for (int64_t c = 0; c < dv; ++c) o[c] += f * Vn[j * dv + c];
       }
