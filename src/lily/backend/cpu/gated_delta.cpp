@@ -39,17 +39,29 @@ void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int
     const float* v = in.v + t * in.v_stride;
     const float decay = std::exp(in.g[t * in.g_stride]);
     const float beta = in.beta[t * in.beta_stride];
-    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
+    // two passes over the state instead of four: decay and read it, then update and read it
     for (int64_t j = 0; j < dv; ++j) d[j] = 0.f;
-    for (int64_t i = 0; i < dk; ++i)
-      for (int64_t j = 0; j < dv; ++j) d[j] += S[i * dv + j] * k[i];
+    for (int64_t i = 0; i < dk; ++i) {
+      float* Si = S + i * dv;
+      const float ki = k[i];
+#pragma omp simd
+      for (int64_t j = 0; j < dv; ++j) {
+        Si[j] *= decay;
+        d[j] += Si[j] * ki;
+      }
+    }
     for (int64_t j = 0; j < dv; ++j) d[j] = (v[j] - d[j]) * beta;
-    for (int64_t i = 0; i < dk; ++i)
-      for (int64_t j = 0; j < dv; ++j) S[i * dv + j] += k[i] * d[j];
     float* o = out + t * out_stride;
     for (int64_t j = 0; j < dv; ++j) o[j] = 0.f;
-    for (int64_t i = 0; i < dk; ++i)
-      for (int64_t j = 0; j < dv; ++j) o[j] += S[i * dv + j] * q[i];
+    for (int64_t i = 0; i < dk; ++i) {
+      float* Si = S + i * dv;
+      const float ki = k[i], qi = q[i];
+#pragma omp simd
+      for (int64_t j = 0; j < dv; ++j) {
+        Si[j] += ki * d[j];
+        o[j] += Si[j] * qi;
+      }
+    }
   }
 }
 
