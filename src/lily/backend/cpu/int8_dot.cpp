@@ -121,6 +121,7 @@ LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input
     sc[i] = static_cast<const uint8_t*>(W.scales) + static_cast<size_t>(r * groups) * sbytes;
     bi[i] = static_cast<const uint8_t*>(W.biases) + static_cast<size_t>(r * groups) * sbytes;
   }
+  const int64_t scales_ahead = ahead / static_cast<int64_t>(W.row_bytes()) * groups * static_cast<int64_t>(sbytes);
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i lane_group = GB == 32 ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
                                       : _mm512_setzero_si512();
@@ -134,6 +135,10 @@ LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input
     const __m512 step = _mm512_maskz_loadu_ps(m, in.step.data() + g0);
     const __m512 sum = _mm512_maskz_loadu_ps(m, in.sum.data() + g0);
     for (int i = 0; i < 4; ++i) {
+      if (ahead) {  // the scales and biases of the rows whose bytes are prefetched: streams of their own
+        _mm_prefetch(reinterpret_cast<const char*>(sc[i]) + g0 * sbytes + scales_ahead, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(bi[i]) + g0 * sbytes + scales_ahead, _MM_HINT_T0);
+      }
       cs[i] = _mm512_mul_ps(load16<S>(sc[i], g0, m), step);
       bias[i] = _mm512_fmadd_ps(load16<S>(bi[i], g0, m), sum, bias[i]);
     }
