@@ -111,17 +111,18 @@ LILY_VNNI inline __m512 load16(const void* p, int64_t i, __mmask16 m) {
 // bytes (32 for 4-bit groups of 64: two groups a step, lanes 0-7 and 8-15).
 template <int Bits, int GB, DType S>
 LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
-  const int64_t cols = W.cols, groups = cols / W.group_size;
-  const size_t sbytes = dtype_size(S);
+  // sizes from the template parameters: this runs once per few hundred bytes
+  const int64_t cols = W.cols, groups = cols / W.group_size, row_bytes = cols * Bits / 8;
+  constexpr int64_t sbytes = S == DType::F32 ? 4 : 2;
   const uint8_t* q[4];
   const uint8_t *sc[4], *bi[4];
   for (int64_t i = 0; i < 4; ++i) {
     const int64_t r = r0 + std::min(i, n - 1);  // a short block repeats its last row
-    q[i] = static_cast<const uint8_t*>(W.row(r));
-    sc[i] = static_cast<const uint8_t*>(W.scales) + static_cast<size_t>(r * groups) * sbytes;
-    bi[i] = static_cast<const uint8_t*>(W.biases) + static_cast<size_t>(r * groups) * sbytes;
+    q[i] = static_cast<const uint8_t*>(W.data) + r * row_bytes;
+    sc[i] = static_cast<const uint8_t*>(W.scales) + r * groups * sbytes;
+    bi[i] = static_cast<const uint8_t*>(W.biases) + r * groups * sbytes;
   }
-  const int64_t scales_ahead = ahead / static_cast<int64_t>(W.row_bytes()) * groups * static_cast<int64_t>(sbytes);
+  const int64_t scales_ahead = ahead / row_bytes * groups * sbytes;
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i lane_group = GB == 32 ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
                                       : _mm512_setzero_si512();
@@ -161,7 +162,17 @@ LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input
       }
     }
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = _mm512_reduce_add_ps(tot[i]) + _mm512_reduce_add_ps(bias[i]);
+  // the four rows' sums reduced together: pairs of rows interleaved and
+  // added, then the four 128-bit lanes, leaving row i's total in lane i
+  for (int i = 0; i < 4; ++i) tot[i] = _mm512_add_ps(tot[i], bias[i]);
+  const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(tot[0], tot[1]), _mm512_unpackhi_ps(tot[0], tot[1]));
+  const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(tot[2], tot[3]), _mm512_unpackhi_ps(tot[2], tot[3]));
+  __m512 r = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, 0x44), _mm512_shuffle_ps(t01, t23, 0xEE));
+  r = _mm512_add_ps(r, _mm512_shuffle_f32x4(r, r, 0x4E));
+  r = _mm512_add_ps(r, _mm512_shuffle_f32x4(r, r, 0xB1));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, r);
+  for (int64_t i = 0; i < n; ++i) out[i] = lanes[i];
 }
 
 template <int Bits, int GB>

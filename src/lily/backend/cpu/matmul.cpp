@@ -109,7 +109,7 @@ void prepare(const float* x, int64_t T, const Matrix& W, PackedInput& p) {
 // Rows [b, e) of a packed decode product: four rows at a time, every token
 // against each; a short last block repeats its last row.
 void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int64_t b, int64_t e) {
-  const int64_t R = W.rows, groups = W.cols / W.group_size;
+  const int64_t R = W.rows, groups = W.cols / W.group_size, row_bytes = static_cast<int64_t>(W.row_bytes());
   std::vector<float> sb(p.use_int8 ? 0 : static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
   for (int64_t r0 = b; r0 < e; r0 += 4) {
     const int64_t n = std::min<int64_t>(4, e - r0);
@@ -118,7 +118,7 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
       // products fast enough to wait on memory that is what limits them: the
       // kernel asks for the rows six ahead, a line per row per step.
       // (Whole blocks ahead, a multiple of a page away, measured slower.)
-      const int64_t ahead = r0 + 10 <= R ? 6 * static_cast<int64_t>(W.row_bytes()) : 0;
+      const int64_t ahead = r0 + 10 <= R ? 6 * row_bytes : 0;
       for (int64_t t = 0; t < T; ++t) int8::dot_rows(W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
     } else {
       const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
