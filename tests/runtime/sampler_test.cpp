@@ -2,14 +2,32 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "lily/error.h"
+#include "lily/runtime/greedy.h"
 #include "lily/runtime/stop_strings.h"
 #include "support/test_support.h"
 
 namespace lily {
 namespace {
+
+// Greedy picks what std::max_element picks: the first of equal maxima, also
+// among infinities and next to NaNs, across a vocabulary-sized vector.
+TEST(Argmax, AgreesWithMaxElement) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::vector<std::vector<float>> cases = {{3.f}, {1.f, 5.f, 5.f, 2.f}, {-inf, -inf}, {-2.f, -1.f, -3.f},
+                                           {1.f, inf, 2.f, inf}, {1.f, nan, 3.f}, {nan, 1.f}};
+  std::vector<float> big(248320);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = std::sin(static_cast<float>(i) * 0.37f);
+  big[200000] = 7.f;
+  big[231111] = 7.f;
+  cases.push_back(big);
+  for (const auto& c : cases)
+    EXPECT_EQ(argmax(c), std::max_element(c.begin(), c.end()) - c.begin()) << "a case of " << c.size();
+}
 
 std::vector<float> logits() { return {0.1f, 2.0f, 1.9f, -1.0f, 0.5f, 1.0f}; }
 
