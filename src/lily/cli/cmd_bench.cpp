@@ -11,6 +11,7 @@
 
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/cli/commands.h"
+#include "lily/backend/cpu/int8_dot.h"
 #include "lily/cli/generation_flags.h"
 #include "lily/io/mapped_file.h"
 #include "lily/error.h"
@@ -72,7 +73,7 @@ Command add_bench_command(CLI::App& app) {
             nlohmann::json report = {{"schema_version", 1},
                                      {"model", o->model},
                                      {"threads", threads},
-                                     {"int8_activations", o->cpu.int8_activations},
+                                     {"int8_activations", cpu::int8::enabled()},
                                      {"no_mmap", o->cpu.no_mmap},
                                      {"weight_bytes", model->report().weight_bytes},
                                      {"results", nlohmann::json::array()}};
@@ -107,8 +108,8 @@ Command add_bench_command(CLI::App& app) {
               std::fflush(stdout);
             }
             const std::string how = o->cpu.describe();
-            std::printf("\nread bandwidth: %.1f-%.1f GB/s (%d threads, measured after each decode)%s%s\n", bw_lo / 1e9,
-                        bw_hi / 1e9, threads, how.empty() ? "" : "; ", how.c_str());
+            std::printf("\nread bandwidth: %.1f-%.1f GB/s (%d threads, measured after each decode); %s\n", bw_lo / 1e9,
+                        bw_hi / 1e9, threads, how.c_str());
             if (!o->json.empty()) std::ofstream(o->json) << report.dump(2) << "\n";
             return 0;
           }};
