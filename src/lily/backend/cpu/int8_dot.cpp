@@ -149,7 +149,10 @@ LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input
       const __m512i e = _mm512_loadu_si512(xe + at);
       const __m512i o = Bits == 4 ? _mm512_loadu_si512(xo + at) : e;
       for (int i = 0; i < 4; ++i) {
-        if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + ahead, _MM_HINT_T0);
+        if (ahead) {  // into L2 from far ahead, so more lines are on their way than L1 can track; into L1 near
+          _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + 5 * ahead, _MM_HINT_T2);
+          _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + ahead, _MM_HINT_T0);
+        }
         const __m512i b = _mm512_loadu_si512(q[i] + at);
         __m512i acc;
         if constexpr (Bits == 4) {

@@ -36,7 +36,8 @@ Input quantize_input(const float* x, int64_t cols, int group_size, bool split_ev
 
 // out[i] = row (r0 + i) of W . input, for i < n <= 4; W's scales and biases
 // (F32, F16 or BF16) are read where they lie. `ahead` > 0 prefetches each
-// row's bytes that far past it, as the loop goes.
+// row's bytes that far past it into L1, and five times as far into L2, as
+// the loop goes.
 void dot_rows(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
 
 }  // namespace lily::cpu::int8
