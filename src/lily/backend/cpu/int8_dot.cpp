@@ -139,6 +139,8 @@ LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input
       if (ahead) {  // the scales and biases of the rows whose bytes are prefetched: streams of their own
         _mm_prefetch(reinterpret_cast<const char*>(sc[i]) + g0 * sbytes + scales_ahead, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(bi[i]) + g0 * sbytes + scales_ahead, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(sc[i]) + g0 * sbytes + 5 * scales_ahead, _MM_HINT_T2);
+        _mm_prefetch(reinterpret_cast<const char*>(bi[i]) + g0 * sbytes + 5 * scales_ahead, _MM_HINT_T2);
       }
       cs[i] = _mm512_mul_ps(load16<S>(sc[i], g0, m), step);
       bias[i] = _mm512_fmadd_ps(load16<S>(bi[i], g0, m), sum, bias[i]);
