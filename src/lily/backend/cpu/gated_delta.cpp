@@ -6,25 +6,41 @@
 #include <vector>
 
 #include "lily/backend/cpu/elementwise.h"
+#include "lily/backend/cpu/thread_pool.h"
 
 namespace lily::cpu {
 
-void causal_conv_silu(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y) {
+namespace {
+// Channels [c0, c1) of causal_conv_silu: every channel is independent, so
+// ranges of them run on different threads. Vectorised across channels.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#endif
+void conv_channels(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y,
+                   int64_t c0, int64_t c1) {
   const int64_t hist = K - 1;
-  // ext = [state rows ; x rows]; row r of ext is the input at time r - hist.
-  auto ext = [&](int64_t r, int64_t c) { return r < hist ? state[r * C + c] : x[(r - hist) * C + c]; };
+  // row r of [state rows ; x rows] is the input at time r - hist
+  auto row = [&](int64_t r) { return r < hist ? state + r * C : x + (r - hist) * C; };
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t c = 0; c < C; ++c) {
-      float s = 0.f;
-      for (int64_t j = 0; j < K; ++j) s += w[c * K + j] * ext(t + j, c);
-      y[t * C + c] = silu(s);
+    float* yt = y + t * C;
+    for (int64_t c = c0; c < c1; ++c) yt[c] = 0.f;
+    for (int64_t j = 0; j < K; ++j) {
+      const float* src = row(t + j);
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) yt[c] += w[c * K + j] * src[c];
     }
+    for (int64_t c = c0; c < c1; ++c) yt[c] = silu(yt[c]);
   }
   if (hist == 0) return;
-  std::vector<float> next(static_cast<size_t>(hist * C));
-  for (int64_t r = 0; r < hist; ++r)
-    for (int64_t c = 0; c < C; ++c) next[r * C + c] = ext(T + r, c);
-  std::memcpy(state, next.data(), next.size() * sizeof(float));
+  // the newest kernel-1 rows become the state; built aside, as they may be old state rows
+  std::vector<float> next(static_cast<size_t>(hist * (c1 - c0)));
+  for (int64_t r = 0; r < hist; ++r) std::copy(row(T + r) + c0, row(T + r) + c1, next.begin() + r * (c1 - c0));
+  for (int64_t r = 0; r < hist; ++r) std::copy(next.begin() + r * (c1 - c0), next.begin() + (r + 1) * (c1 - c0), state + r * C + c0);
+}
+}  // namespace
+
+void causal_conv_silu(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y) {
+  ThreadPool::global().parallel_for(C, 1024, [&](int64_t c0, int64_t c1) { conv_channels(x, T, C, w, K, state, y, c0, c1); });
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
