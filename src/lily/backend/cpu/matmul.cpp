@@ -190,11 +190,20 @@ void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) 
   // rounded up to four, so a block never spans two) split in one parallel loop.
   const size_t n = products.size();
   std::vector<PackedInput> inputs(n);
+  std::vector<size_t> input_of(n);  // products of one input in one format share its preparation
   std::vector<int64_t> start(n + 1, 0);
   int64_t grain = 8;
+  auto same_input = [&](size_t a, size_t b) {
+    const Matrix &A = *products[a].W, &B = *products[b].W;
+    return products[a].x == products[b].x && A.cols == B.cols && A.bits == B.bits && A.group_size == B.group_size &&
+           int8::supports(A) == int8::supports(B);
+  };
   for (size_t i = 0; i < n; ++i) {
     const Matrix& W = *products[i].W;
-    if (packed_decode(W, rows_kind)) prepare(products[i].x, T, W, inputs[i]);
+    input_of[i] = i;
+    for (size_t j = 0; j < i && input_of[i] == i; ++j)
+      if (packed_decode(*products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
+    if (packed_decode(W, rows_kind) && input_of[i] == i) prepare(products[i].x, T, W, inputs[i]);
     start[i + 1] = start[i] + (W.rows + 3) / 4 * 4;
     grain = std::max(grain, row_grain(W, T));
   }
@@ -205,7 +214,7 @@ void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) 
       const int64_t end = std::min(hi, p.W->rows);
       if (lo >= end) continue;
       if (packed_decode(*p.W, rows_kind))
-        packed_rows(inputs[i], T, *p.W, p.y, lo, end);
+        packed_rows(inputs[input_of[i]], T, *p.W, p.y, lo, end);
       else
         float_rows(p.x, T, *p.W, p.y, rows_kind, lo, end);
     }
