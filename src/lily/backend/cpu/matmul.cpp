@@ -110,7 +110,10 @@ void prepare(const float* x, int64_t T, const Matrix& W, PackedInput& p) {
 // against each; a short last block repeats its last row.
 void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int64_t b, int64_t e) {
   const int64_t R = W.rows, groups = W.cols / W.group_size, row_bytes = static_cast<int64_t>(W.row_bytes());
-  std::vector<float> sb(p.use_int8 ? 0 : static_cast<size_t>(8 * groups)), out(static_cast<size_t>(T * 4));
+  // scratch kept per thread: a decode step calls this for hundreds of small ranges
+  thread_local std::vector<float> sb, out;
+  if (!p.use_int8) sb.resize(static_cast<size_t>(8 * groups));
+  out.resize(static_cast<size_t>(T * 4));
   for (int64_t r0 = b; r0 < e; r0 += 4) {
     const int64_t n = std::min<int64_t>(4, e - r0);
     if (p.use_int8) {
