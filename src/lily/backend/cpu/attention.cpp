@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/thread_pool.h"
 
 namespace lily::cpu {
@@ -31,30 +32,44 @@ void apply_rope(float* x, int64_t heads, int64_t head_dim, int64_t rotary_dim, c
 }
 
 namespace {
-// One query against the first n cached positions of its kv head. Compiled
-// for AVX-512, AVX2+FMA and baseline (the project builds for baseline x86-64).
+// The heads of one kv head (`group` of them) at one position against its
+// first n cached positions. Scores come from 4 x 4 tiles of dot products
+// (four heads by four keys, each loaded row met four times); each cached
+// value row is then read once for all the heads.
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx512f", "arch=haswell", "default")))
 #endif
-void attend(const float* qv, int64_t n, const float* K, const float* V, int64_t stride, int64_t hd, float scale,
-            float* w, float* o) {
-  float mx = -INFINITY;
-  for (int64_t p = 0; p < n; ++p) {
-    const float* kv = K + p * stride;
-    float s = 0.f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t d = 0; d < hd; ++d) s += qv[d] * kv[d];
-    w[p] = s * scale;
-    mx = std::max(mx, w[p]);
+void attend_group(const float* q, int64_t group, int64_t n, const float* K, const float* V, int64_t stride,
+                  int64_t hd, float scale, float* scores, float* out) {
+  for (int64_t h0 = 0; h0 < group; h0 += 4) {
+    const float* qs[4];
+    for (int64_t i = 0; i < 4; ++i) qs[i] = q + std::min(h0 + i, group - 1) * hd;  // a short quad repeats its last head
+    for (int64_t p0 = 0; p0 < n; p0 += 4) {
+      const float* ks[4];
+      for (int64_t j = 0; j < 4; ++j) ks[j] = K + std::min(p0 + j, n - 1) * stride;
+      float tile[4][4];
+      kernels::dot4x4(qs, ks, hd, tile);
+      for (int64_t i = 0; i < std::min<int64_t>(4, group - h0); ++i)
+        for (int64_t j = 0; j < std::min<int64_t>(4, n - p0); ++j) scores[(h0 + i) * n + p0 + j] = tile[i][j] * scale;
+    }
   }
-  float sum = 0.f;
-  for (int64_t p = 0; p < n; ++p) sum += (w[p] = std::exp(w[p] - mx));
-  std::fill(o, o + hd, 0.f);
+  for (int64_t h = 0; h < group; ++h) {
+    float* w = scores + h * n;
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < n; ++p) mx = std::max(mx, w[p]);
+    float sum = 0.f;
+    for (int64_t p = 0; p < n; ++p) sum += (w[p] = std::exp(w[p] - mx));
+    for (int64_t p = 0; p < n; ++p) w[p] /= sum;
+    std::fill(out + h * hd, out + (h + 1) * hd, 0.f);
+  }
   for (int64_t p = 0; p < n; ++p) {
-    const float pw = w[p] / sum;
     const float* vv = V + p * stride;
+    for (int64_t h = 0; h < group; ++h) {
+      const float pw = scores[h * n + p];
+      float* o = out + h * hd;
 #pragma omp simd
-    for (int64_t d = 0; d < hd; ++d) o[d] += pw * vv[d];
+      for (int64_t d = 0; d < hd; ++d) o[d] += pw * vv[d];
+    }
   }
 }
 }  // namespace
@@ -62,13 +77,13 @@ void attend(const float* qv, int64_t n, const float* K, const float* V, int64_t 
 void causal_attention(const float* q, int64_t T, int64_t p0, const float* K, const float* V, int64_t heads,
                       int64_t kv_heads, int64_t hd, float scale, float* out) {
   const int64_t group = heads / kv_heads;
-  // every (query, head) pair is independent: split them over the pool
-  ThreadPool::global().parallel_for(T * heads, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> w(static_cast<size_t>(p0 + T));
+  // every (query position, kv head) pair is independent: split them over the pool
+  ThreadPool::global().parallel_for(T * kv_heads, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> scores(static_cast<size_t>(group * (p0 + T)));
     for (int64_t j = b; j < e; ++j) {
-      const int64_t t = j / heads, h = j % heads, kh = h / group;
-      attend(q + (t * heads + h) * hd, p0 + t + 1, K + kh * hd, V + kh * hd, kv_heads * hd, hd, scale, w.data(),
-             out + (t * heads + h) * hd);
+      const int64_t t = j / kv_heads, kh = j % kv_heads;
+      attend_group(q + (t * heads + kh * group) * hd, group, p0 + t + 1, K + kh * hd, V + kh * hd, kv_heads * hd, hd,
+                   scale, scores.data(), out + (t * heads + kh * group) * hd);
     }
   });
 }
