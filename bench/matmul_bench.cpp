@@ -89,17 +89,34 @@ void BM_ReadBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadBytes)->Arg(72 << 20)->Arg(9 << 20)->UseRealTime();
 
+// Prompt products: T tokens against R x 2048 weights; third argument 1: int8
+// inputs (AMX tiles where the CPU has them). 512 rows and 16 tokens is an
+// expert's share of a 512-token prompt.
 void BM_Prompt4bit(benchmark::State& state) {
-  const int64_t T = state.range(0), R = 2048, C = 2048;
-  static QuantMatrix w(R, C);
-  std::vector<float> x(static_cast<size_t>(T * C), 0.5f), y(static_cast<size_t>(T * R));
+  const int64_t T = state.range(0), R = state.range(1), C = 2048;
+  if (!cpu::int8::enable(state.range(2) == 1)) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  QuantMatrix w(R, C);
+  std::vector<float> x(static_cast<size_t>(T * C)), y(static_cast<size_t>(T * R));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
   for (auto _ : state) {
     cpu::matmul(x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * R * C * state.iterations(), benchmark::Counter::kIsRate);
+  cpu::int8::enable(false);
 }
-BENCHMARK(BM_Prompt4bit)->Arg(16)->Arg(64)->Arg(512)->UseRealTime();
+BENCHMARK(BM_Prompt4bit)
+    ->Args({16, 2048, 0})
+    ->Args({512, 2048, 0})
+    ->Args({16, 512, 0})
+    ->Args({16, 2048, 1})
+    ->Args({64, 2048, 1})
+    ->Args({512, 2048, 1})
+    ->Args({16, 512, 1})
+    ->UseRealTime();
 
 }  // namespace
 
