@@ -86,8 +86,7 @@ Command add_serve_command(CLI::App& app) {
             srv.run(
                 [&](server::ServerOptions& opt) {
                   auto engine = Engine::load(model);
-                  const ModelConfig& cfg = engine->model().config();
-                  if (opt.context <= 0) opt.context = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
+                  opt.resolve_context(engine->model().config());  // the memory plan needs it before the server starts
                   plan_server_memory(*engine, opt, budget);
                   return engine;
                 },

@@ -16,6 +16,10 @@
 
 namespace lily::server {
 
+void ServerOptions::resolve_context(const ModelConfig& cfg) {
+  if (context <= 0) context = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
+}
+
 using json = nlohmann::ordered_json;
 using namespace std::chrono_literals;
 
@@ -86,8 +90,7 @@ void HttpServer::run(const std::function<std::unique_ptr<Engine>(ServerOptions&)
   if (on_listening) on_listening(port_);
   try {
     engine_ = load(opt_);
-    const ModelConfig& cfg = engine_->model().config();
-    if (opt_.context <= 0) opt_.context = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
+    opt_.resolve_context(engine_->model().config());
     if (opt_.model_name.empty()) opt_.model_name = std::filesystem::path(engine_->dir()).filename().string();
     scheduler_ = std::make_unique<Scheduler>(*engine_, opt_.scheduler);
   } catch (...) {

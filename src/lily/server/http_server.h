@@ -29,6 +29,9 @@ struct ServerOptions {
   int64_t context = 0;                  // longest prompt + answer, in tokens (0: the model's maximum)
   std::string model_name;               // the id in /v1/models (default: the model directory's name)
   SchedulerOptions scheduler;
+
+  // context when it was left 0: the model's max_position_embeddings, else 32768
+  void resolve_context(const ModelConfig& cfg);
 };
 
 class HttpServer {
