@@ -107,5 +107,27 @@ TEST(CausalConv, PiecewiseEqualsWhole) {
   }
 }
 
+// Enough channels to be split over the threads, an awkward count, and a
+// state that is not zero: against plain sums in double.
+TEST(CausalConv, ManyChannelsAgainstPlainSums) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> n(0.f, 1.f);
+  const int64_t T = 7, C = 3001, K = 4;
+  std::vector<float> x(T * C), w(C * K), state((K - 1) * C), y(T * C);
+  for (auto* v : {&x, &w, &state})
+    for (auto& a : *v) a = n(rng);
+  const std::vector<float> state0 = state;
+  causal_conv_silu(x.data(), T, C, w.data(), K, state.data(), y.data());
+  auto in = [&](int64_t r, int64_t c) { return r < K - 1 ? state0[r * C + c] : x[(r - K + 1) * C + c]; };
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t j = 0; j < K; ++j) s += double(w[c * K + j]) * in(t + j, c);
+      ASSERT_NEAR(y[t * C + c], s / (1 + std::exp(-s)), 1e-5 * (1 + std::abs(s))) << "t " << t << " c " << c;
+    }
+  for (int64_t r = 0; r < K - 1; ++r)
+    for (int64_t c = 0; c < C; ++c) ASSERT_EQ(state[r * C + c], x[(T - K + 1 + r) * C + c]);
+}
+
 }  // namespace
 }  // namespace lily::cpu
