@@ -5,6 +5,7 @@
 // prefix cache depend on both.
 #include <gtest/gtest.h>
 
+#include "lily/backend/cpu/int8_dot.h"
 #include "lily/error.h"
 #include "lily/io/mapped_file.h"
 #include "lily/model/qwen35moe.h"
@@ -13,13 +14,26 @@
 namespace lily {
 namespace {
 
+// "NAME+int8": the fixture with int8 inputs for its 4/8-bit products (the
+// CLI's default where the CPU has VNNI; AMX for prompts where present).
+std::string model_of(const std::string& param) { return param.substr(0, param.find('+')); }
 // MLX conversions share the reference prompts of the model they were made from.
-std::string reference_of(const std::string& fixture) { return fixture.substr(0, fixture.find("-mlx")); }
+std::string reference_of(const std::string& param) {
+  const std::string m = model_of(param);
+  return m.substr(0, m.find("-mlx"));
+}
 
-class BatchDecode : public ::testing::TestWithParam<std::string> {};
+class BatchDecode : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const bool int8 = GetParam().find("+int8") != std::string::npos;
+    if (int8 && !cpu::int8::enable(true)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  }
+  void TearDown() override { cpu::int8::enable(false); }
+};
 
 TEST_P(BatchDecode, EachRowEqualsItsOwnSingleStep) {
-  auto model = Model::load(test::model_dir(GetParam()));
+  auto model = Model::load(test::model_dir(model_of(GetParam())));
   const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
   Qwen35MoeForward fwd(*model);
   // sequences at different positions, with different histories (one empty)
@@ -50,7 +64,7 @@ TEST_P(BatchDecode, EachRowEqualsItsOwnSingleStep) {
 }
 
 TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
-  auto model = Model::load(test::model_dir(GetParam()));
+  auto model = Model::load(test::model_dir(model_of(GetParam())));
   const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
   const auto& full = ref.prompts[5].tokens;  // 130 tokens
   Qwen35MoeForward fwd(*model);
@@ -66,7 +80,7 @@ TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
 }
 
 TEST_P(BatchDecode, PromptsPrefilledTogetherEqualEachAlone) {
-  auto model = Model::load(test::model_dir(GetParam()));
+  auto model = Model::load(test::model_dir(model_of(GetParam())));
   const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
   Qwen35MoeForward fwd(*model);
   const int64_t V = model->config().vocab_size;
@@ -128,11 +142,12 @@ TEST(BatchDecodeInput, MismatchedOrBadTokensAreRefused) {
   EXPECT_THROW(fwd.forward(std::vector<int32_t>{1, 2}, a, LogitsFor::LastPosition, ForwardMode::Decode), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, BatchDecode, ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx3-g32"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchDecode, ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx3-g32",
+                                                                   "tiny-a-mlx4+int8"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '+') c = '_';
                            return n;
                          });
 
