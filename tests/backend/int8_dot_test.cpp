@@ -1,6 +1,6 @@
-// The int8-activation decode path against the exact product of the same
-// weights: within the rounding of the inputs it makes, never more, and a
-// batched call equal to single ones.
+// The int8-activation decode path, each kernel the CPU has (VNNI, AVX2),
+// against the exact product of the same weights: within the rounding of the
+// inputs it makes, never more, and a batched call equal to single ones.
 #include "lily/backend/cpu/int8_dot.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +16,13 @@ namespace lily::cpu {
 namespace {
 
 TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
-  if (!int8::available()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  if (!int8::available()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
   ASSERT_TRUE(int8::enable(true));
+  const int8::Kernel best = int8::kernel();
+  int kernels_run = 0;
+  for (int8::Kernel k : {int8::Kernel::Vnni, int8::Kernel::Avx2}) {  // each kernel this CPU has
+  if (!int8::use_kernel(k)) continue;
+  ++kernels_run;
   std::mt19937 rng(5);
   std::normal_distribution<float> n(0.f, 1.f);
   // scales and biases in each stored type; 2304 inputs span more than sixteen groups
@@ -59,10 +64,13 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
               bound += std::abs(double(row[c])) * in.step[c / gs] / 2;
             }
             EXPECT_LE(std::abs(y[t * R + r] - exact), bound * 1.001 + 1e-5 * mag)
-                << dtype_name(sd) << " bits " << bits << " gs " << gs << " C " << C << " row " << r << " token " << t;
+                << (k == int8::Kernel::Vnni ? "VNNI " : "AVX2 ") << dtype_name(sd) << " bits " << bits << " gs " << gs << " C " << C << " row " << r << " token " << t;
           }
         }
       }
+  }
+  EXPECT_GE(kernels_run, 1);
+  int8::use_kernel(best);
   int8::enable(false);
 }
 

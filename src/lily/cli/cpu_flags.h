@@ -8,11 +8,12 @@
 namespace lily::cli {
 
 // Products with 4- and 8-bit weights round their inputs to int8 (AVX-512
-// VNNI for decode, AMX tiles for prompts) by default where the CPU has
-// VNNI, as the fast engines do with quantized weights; --float-activations
-// keeps the exact float path, the reference every fast path is tested against.
+// VNNI or AVX2 for decode, AMX tiles for prompts) by default where the CPU
+// has such a kernel, as the fast engines do with quantized weights;
+// --float-activations keeps the exact float path, the reference every fast
+// path is tested against.
 struct CpuFlags {
-  bool int8_activations = false;   // --int8-activations: insist (an error without VNNI)
+  bool int8_activations = false;   // --int8-activations: insist (an error without a kernel)
   bool float_activations = false;  // --float-activations
   bool no_mmap = false;            // --no-mmap
 

@@ -1,6 +1,7 @@
 #include "lily/backend/cpu/amx_matmul.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -33,6 +34,7 @@ bool supports(const Matrix& W) {
 
 bool available() {
   static const bool ok = [] {
+    if (std::getenv("LILY_CPU_ISA")) return false;  // a cap (avx2, portable) rules the tiles out too
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool tile = d & (1u << 24), int8 = d & (1u << 25);

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "lily/io/dtype.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,16 +21,39 @@ namespace lily::cpu::int8 {
 
 namespace {
 std::atomic<bool> g_enabled{false};
-}  // namespace
 
-bool available() {
+bool supported(Kernel k) {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
+  if (k == Kernel::Vnni)
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #else
+  (void)k;
   return false;
 #endif
+}
+
+// The best this CPU has, under the LILY_CPU_ISA cap the float kernels also follow.
+Kernel best_kernel() {
+  const char* cap = std::getenv("LILY_CPU_ISA");
+  if (cap && std::strcmp(cap, "portable") == 0) return Kernel::None;
+  if (!(cap && std::strcmp(cap, "avx2") == 0) && supported(Kernel::Vnni)) return Kernel::Vnni;
+  return supported(Kernel::Avx2) ? Kernel::Avx2 : Kernel::None;
+}
+
+std::atomic<Kernel> g_kernel{best_kernel()};
+}  // namespace
+
+bool available() { return g_kernel.load() != Kernel::None; }
+
+Kernel kernel() { return g_kernel.load(); }
+
+bool use_kernel(Kernel k) {
+  if (k == Kernel::None || !supported(k)) return false;
+  g_kernel = k;
+  return true;
 }
 
 bool enable(bool on) {
@@ -40,7 +67,7 @@ bool enabled() { return g_enabled; }
 bool supports(const Matrix& W) {
   const bool scales_ok = W.scale_dtype == DType::BF16 || W.scale_dtype == DType::F16 || W.scale_dtype == DType::F32;
   return W.quantized() && scales_ok && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128) &&
-         W.cols % (2 * W.group_size) == 0;
+         W.cols % (2 * W.group_size) == 0 && W.cols / W.group_size <= 256;
 }
 
 namespace {
@@ -180,12 +207,107 @@ LILY_VNNI void dot_rows_vnni(const Matrix& W, int64_t r0, int64_t n, const Input
   for (int64_t i = 0; i < n; ++i) out[i] = lanes[i];
 }
 
+// The same product for CPUs with AVX2 but no AVX-512 VNNI (AMD Zen 2/3,
+// Intel before Ice Lake): 32 packed bytes a step. 4-bit weights meet their
+// inputs through _mm256_maddubs_epi16 (two products of at most 15 x 127 a
+// lane, far from its 16-bit saturation); 8-bit ones, which could saturate
+// it, are widened to 16 bits first. Scales and bias terms are worked out per
+// group before the loop.
+#define LILY_AVX2 __attribute__((target("avx2,fma,f16c")))
+template <DType S>
+LILY_AVX2 inline __m256 load8(const void* p, int64_t i) {
+  if constexpr (S == DType::F32) {
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+    if constexpr (S == DType::F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // BF16
+  }
+}
+
+LILY_AVX2 inline float hsum8(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+template <int Bits, int GB, DType S>
+LILY_AVX2 void dot_rows_avx2(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  const int64_t cols = W.cols, groups = cols / W.group_size, row_bytes = cols * Bits / 8;
+  constexpr int64_t sbytes = S == DType::F32 ? 4 : 2;
+  constexpr int64_t kMaxGroups = 256;  // rows of up to 16384 inputs in groups of 64
+  alignas(32) float cs[4][kMaxGroups];
+  float bias[4];
+  const uint8_t* q[4];
+  for (int64_t i = 0; i < 4; ++i) {
+    const int64_t r = r0 + std::min(i, n - 1);  // a short block repeats its last row
+    q[i] = static_cast<const uint8_t*>(W.data) + r * row_bytes;
+    const uint8_t* sc = static_cast<const uint8_t*>(W.scales) + r * groups * sbytes;
+    const uint8_t* bi = static_cast<const uint8_t*>(W.biases) + r * groups * sbytes;
+    __m256 b = _mm256_setzero_ps();
+    int64_t g = 0;
+    for (; g + 8 <= groups; g += 8) {
+      _mm256_store_ps(cs[i] + g, _mm256_mul_ps(load8<S>(sc, g), _mm256_loadu_ps(in.step.data() + g)));
+      b = _mm256_fmadd_ps(load8<S>(bi, g), _mm256_loadu_ps(in.sum.data() + g), b);
+    }
+    float tail = 0.f;
+    for (; g < groups; ++g) {
+      float s1, b1;
+      convert_to_float(S, sc + g * sbytes, &s1, 1);
+      convert_to_float(S, bi + g * sbytes, &b1, 1);
+      cs[i][g] = s1 * in.step[g];
+      tail += b1 * in.sum[g];
+    }
+    bias[i] = hsum8(b) + tail;
+  }
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 tot[4];
+  for (auto& t : tot) t = _mm256_setzero_ps();
+  const int8_t* xe = in.q.data();
+  const int8_t* xo = in.q.data() + cols / 2;
+  const int64_t bytes = Bits == 4 ? cols / 2 : cols;
+  for (int64_t at = 0; at < bytes; at += 32) {
+    const int64_t g = at / GB;
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + at));
+    const __m256i o = Bits == 4 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + at)) : e;
+    for (int i = 0; i < 4; ++i) {
+      if (ahead && at % 64 == 0) {  // a line per row every other step: into L2 far ahead, into L1 near
+        _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + 5 * ahead, _MM_HINT_T2);
+        _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + ahead, _MM_HINT_T0);
+      }
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + at));
+      __m256i s32;
+      if constexpr (Bits == 4) {
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(b, low), e);
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 4), low), o);
+        s32 = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+      } else {
+        const __m256i w0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
+        const __m256i w1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(b, 1));
+        const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(e));
+        const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(e, 1));
+        s32 = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+      }
+      tot[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[i] + g), tot[i]);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = hsum8(tot[i]) + bias[i];
+}
+
 template <int Bits, int GB>
 void dot_rows_by_scale(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  const bool vnni = g_kernel.load(std::memory_order_relaxed) == Kernel::Vnni;
   switch (W.scale_dtype) {
-    case DType::BF16: return dot_rows_vnni<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead);
-    case DType::F16: return dot_rows_vnni<Bits, GB, DType::F16>(W, r0, n, in, out, ahead);
-    default: return dot_rows_vnni<Bits, GB, DType::F32>(W, r0, n, in, out, ahead);
+    case DType::BF16:
+      return vnni ? dot_rows_vnni<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead)
+                  : dot_rows_avx2<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead);
+    case DType::F16:
+      return vnni ? dot_rows_vnni<Bits, GB, DType::F16>(W, r0, n, in, out, ahead)
+                  : dot_rows_avx2<Bits, GB, DType::F16>(W, r0, n, in, out, ahead);
+    default:
+      return vnni ? dot_rows_vnni<Bits, GB, DType::F32>(W, r0, n, in, out, ahead)
+                  : dot_rows_avx2<Bits, GB, DType::F32>(W, r0, n, in, out, ahead);
   }
 }
 }  // namespace
@@ -200,7 +322,7 @@ void dot_rows(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* ou
   return dot_rows_by_scale<8, 128>(W, r0, n, in, out, ahead);
 #else
   (void)W, (void)r0, (void)in, (void)ahead;
-  for (int64_t i = 0; i < n; ++i) out[i] = 0.f;  // never reached: enable() refuses without VNNI
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.f;  // never reached: enable() refuses without a kernel
 #endif
 }
 

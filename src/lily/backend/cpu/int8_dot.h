@@ -1,12 +1,13 @@
-// Decode products with int8 activations, an opt-in fast path for 4- and
-// 8-bit weights (off by default; --int8-activations). Each group of inputs
-// is rounded to int8 with its own step (max |x| / 127) and met by the packed
-// weights through AVX-512 VNNI byte dot products, 64 multiply-adds an
-// instruction, which is what lets a decode step run at the memory's speed
-// instead of the float units'. It is lossy: a product moves by at most
-// sum over groups of (step / 2) * sum |w|, which the tests hold it to; the
-// float path stays the reference. The group's bias term uses the exact
-// float input sum.
+// Decode products with int8 activations, the fast path for 4- and 8-bit
+// weights (the library's default is off; the CLI turns it on where a kernel
+// exists, --float-activations keeps it off). Each group of inputs is
+// rounded to int8 with its own step (max |x| / 127) and met by the packed
+// weights through byte dot products (AVX-512 VNNI: 64 multiply-adds an
+// instruction; AVX2 elsewhere), which is what lets a decode step run at the
+// memory's speed instead of the float units'. It is lossy: a product moves
+// by at most sum over groups of (step / 2) * sum |w|, which the tests hold
+// it to; the float path stays the reference. The group's bias term uses the
+// exact float input sum.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,14 @@
 
 namespace lily::cpu::int8 {
 
-// The CPU has AVX-512 VNNI (with BW and VL).
+// The kernels: AVX-512 VNNI byte dot products, or AVX2 (byte products
+// summed in 16 then 32 bits) on CPUs without VNNI.
+enum class Kernel { None, Vnni, Avx2 };
+// The kernel in use: the best the CPU has (LILY_CPU_ISA=avx2|portable caps it, as for the float kernels).
+Kernel kernel();
+// Chooses a kernel (tests compare them on one machine); false when the CPU lacks it.
+bool use_kernel(Kernel k);
+// Some kernel can run here.
 bool available();
 // The process-wide choice; enabling where it is not available is refused (returns false).
 bool enable(bool on);
