@@ -125,6 +125,7 @@ LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_
                         uint8_t* rows, float* wscale, float* wbias) {
   const int64_t K = W.cols, G = a.groups, N = W.rows, per_group = W.group_size / kDepth;
   const size_t sbytes = dtype_size(W.scale_dtype);
+  const int64_t row_bytes = static_cast<int64_t>(W.row_bytes());
   const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t i = 0; i < kTile; ++i) {
     const int64_t r = n0 + std::min(i, nr - 1);
@@ -132,18 +133,38 @@ LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_
     uint8_t* dst = rows + i * K;
     if (W.bits == 4) {
       for (int64_t kt = 0; kt < a.k_tiles; ++kt) {
+        // the weights stream from memory once (an expert's few tokens use
+        // them once): the next blocks' rows are asked for as this one goes,
+        // into L1 one block on and into L2 three blocks on
+        if (kt % 2 == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(src + kt * 32 + kTile * row_bytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(src + kt * 32 + 3 * kTile * row_bytes), _MM_HINT_T2);
+        }
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + kt * 32));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kt * kDepth), _mm256_and_si256(v, low));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kt * kDepth + 32),
                             _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
       }
     } else {
+      for (int64_t k = 0; k < K; k += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(src + k + kTile * row_bytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(src + k + 3 * kTile * row_bytes), _MM_HINT_T2);
+      }
       std::memcpy(dst, src, static_cast<size_t>(K));
     }
-    convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.scales) + static_cast<size_t>(r * G) * sbytes,
-                     wscale + i * G, static_cast<size_t>(G));
-    convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.biases) + static_cast<size_t>(r * G) * sbytes,
-                     wbias + i * G, static_cast<size_t>(G));
+    const auto* sc = static_cast<const uint8_t*>(W.scales) + static_cast<size_t>(r * G) * sbytes;
+    const auto* bi = static_cast<const uint8_t*>(W.biases) + static_cast<size_t>(r * G) * sbytes;
+    if (W.scale_dtype == DType::BF16) {  // the common case, as a vector loop
+      const auto* s16 = reinterpret_cast<const uint16_t*>(sc);
+      const auto* b16 = reinterpret_cast<const uint16_t*>(bi);
+      for (int64_t g = 0; g < G; ++g) {
+        wscale[i * G + g] = bf16_to_float(s16[g]);
+        wbias[i * G + g] = bf16_to_float(b16[g]);
+      }
+    } else {
+      convert_to_float(W.scale_dtype, sc, wscale + i * G, static_cast<size_t>(G));
+      convert_to_float(W.scale_dtype, bi, wbias + i * G, static_cast<size_t>(G));
+    }
   }
   alignas(64) int32_t sums[kTile * kTile];
   alignas(64) float out[kTile];
