@@ -34,7 +34,9 @@ bool supports(const Matrix& W) {
 
 bool available() {
   static const bool ok = [] {
-    if (std::getenv("LILY_CPU_ISA")) return false;  // a cap (avx2, portable) rules the tiles out too
+    // the caps of the float kernels (LILY_CPU_ISA=avx2|portable) rule the tiles out too
+    if (const char* cap = std::getenv("LILY_CPU_ISA"); cap && (!std::strcmp(cap, "avx2") || !std::strcmp(cap, "portable")))
+      return false;
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool tile = d & (1u << 24), int8 = d & (1u << 25);
