@@ -84,7 +84,7 @@ TEST(AmxMatmul, ATokensOutputsDoNotDependOnTheOthers) {
   std::vector<float> all(T * R), part(R * 7);
   amx::matmul(x.data(), T, qw.m, all.data());
   for (int64_t t0 : {0, 5, 33}) {  // seven tokens from different places of the tiles
-    amx::matmul(x.data() + t0 * C, 7, qw.m, part.data(), false);
+    amx::matmul(x.data() + t0 * C, 7, qw.m, part.data());
     for (int64_t i = 0; i < 7 * R; ++i) ASSERT_EQ(part[i], all[t0 * R + i]) << "token " << t0 + i / R;
   }
   // and the prompt product takes this path with int8 activations on

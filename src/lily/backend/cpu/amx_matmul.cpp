@@ -198,10 +198,10 @@ LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_
 }
 }  // namespace
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel) {
+void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
   const TileInputs a = tile_inputs(x, T, W);
   const int64_t blocks = (W.rows + kTile - 1) / kTile;
-  auto run = [&](int64_t b, int64_t e) {
+  ThreadPool::global().parallel_for(blocks, 1, [&](int64_t b, int64_t e) {
     configure_tiles();
     std::vector<uint8_t> rows(static_cast<size_t>(kTile * W.cols));
     std::vector<float> wscale(static_cast<size_t>(kTile * a.groups)), wbias(wscale.size());
@@ -209,17 +209,13 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel)
       const int64_t n0 = blk * kTile;
       row_block(a, W, n0, std::min(kTile, W.rows - n0), T, y, rows.data(), wscale.data(), wbias.data());
     }
-  };
-  if (parallel)
-    ThreadPool::global().parallel_for(blocks, 1, run);
-  else
-    run(0, blocks);
+  });
 }
 
 #else  // no AMX in this build
 
 bool available() { return false; }
-void matmul(const float*, int64_t, const Matrix&, float*, bool) {}
+void matmul(const float*, int64_t, const Matrix&, float*) {}
 
 #endif
 

@@ -28,7 +28,7 @@ bool available();
 // A matrix the path takes: 4- or 8-bit, groups of 64 or 128, F32/F16/BF16 scales.
 bool supports(const Matrix& W);
 
-// y[t, r] = W row r . x[t] for T tokens, as cpu::matmul (the rows split over the pool unless !parallel).
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel = true);
+// y[t, r] = W row r . x[t] for T tokens, as cpu::matmul (the rows split over the pool).
+void matmul(const float* x, int64_t T, const Matrix& W, float* y);
 
 }  // namespace lily::cpu::amx

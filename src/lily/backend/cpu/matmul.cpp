@@ -1,7 +1,6 @@
 #include "lily/backend/cpu/matmul.h"
 
 #include <algorithm>
-#include <functional>
 #include <vector>
 
 #include "lily/backend/cpu/amx_matmul.h"
@@ -165,23 +164,20 @@ void float_rows(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_
 }
 }  // namespace
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, bool parallel) {
-  const int64_t R = W.rows;
-  auto run = [&](const std::function<void(int64_t, int64_t)>& fn) {
-    if (parallel) ThreadPool::global().parallel_for(R, row_grain(W, T), fn);
-    else fn(0, R);
-  };
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind) {
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t R = W.rows, grain = row_grain(W, T);
   if (rows_kind == Rows::Prompt && int8::enabled() && amx::available() && amx::supports(W)) {
-    amx::matmul(x, T, W, y, parallel);
+    amx::matmul(x, T, W, y);
     return;
   }
   if (packed_decode(W, rows_kind)) {
     PackedInput p;
     prepare(x, T, W, p);
-    run([&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
+    pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
     return;
   }
-  run([&](int64_t b, int64_t e) { float_rows(x, T, W, y, rows_kind, b, e); });
+  pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { float_rows(x, T, W, y, rows_kind, b, e); });
 }
 
 void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) {

@@ -20,11 +20,10 @@ enum class Rows { Prompt, Tokens };
 
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < T; x is [T, W.cols], y is [T, W.rows].
 // Multi-threaded, vectorised, with fused dequantization for 4- and 8-bit rows.
-// `parallel` = false runs on the calling thread (for callers that parallelise above it).
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows, bool parallel = true);
+void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows);
 // One row is a decode token, more are a prompt.
-inline void matmul(const float* x, int64_t T, const Matrix& W, float* y, bool parallel = true) {
-  matmul(x, T, W, y, T == 1 ? Rows::Tokens : Rows::Prompt, parallel);
+inline void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
+  matmul(x, T, W, y, T == 1 ? Rows::Tokens : Rows::Prompt);
 }
 // Several products with the same T and kind, e.g. the gate and up
 // projections of every expert a token was routed to: for decode tokens

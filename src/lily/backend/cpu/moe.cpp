@@ -38,15 +38,15 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
 namespace {
 // d [n, H] = down(silu(gate x) * up x) for n rows of x; g and u are scratch.
 void swiglu_rows(const float* x, int64_t n, const Matrix& gate, const Matrix& up, const Matrix& down, Rows rows,
-                 std::vector<float>& g, std::vector<float>& u, std::vector<float>& d, bool parallel = true) {
+                 std::vector<float>& g, std::vector<float>& u, std::vector<float>& d) {
   const int64_t I = gate.rows;
   g.resize(n * I);
   u.resize(n * I);
   d.resize(n * down.rows);
-  matmul(x, n, gate, g.data(), rows, parallel);
-  matmul(x, n, up, u.data(), rows, parallel);
+  matmul(x, n, gate, g.data(), rows);
+  matmul(x, n, up, u.data(), rows);
   for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
-  matmul(g.data(), n, down, d.data(), rows, parallel);
+  matmul(g.data(), n, down, d.data(), rows);
 }
 
 // For each expert, the (token * k + rank) entries routed to it, in token order.
