@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/thread_pool.h"
-#include "lily/io/dtype.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #define LILY_AMX_BUILD 1
@@ -126,7 +126,6 @@ LILY_AMX void configure_tiles() {
 LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_t nr, int64_t T, float* y,
                         uint8_t* rows, float* wscale, float* wbias) {
   const int64_t K = W.cols, G = a.groups, N = W.rows, per_group = W.group_size / kDepth;
-  const size_t sbytes = dtype_size(W.scale_dtype);
   const int64_t row_bytes = static_cast<int64_t>(W.row_bytes());
   const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t i = 0; i < kTile; ++i) {
@@ -154,19 +153,7 @@ LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_
       }
       std::memcpy(dst, src, static_cast<size_t>(K));
     }
-    const auto* sc = static_cast<const uint8_t*>(W.scales) + static_cast<size_t>(r * G) * sbytes;
-    const auto* bi = static_cast<const uint8_t*>(W.biases) + static_cast<size_t>(r * G) * sbytes;
-    if (W.scale_dtype == DType::BF16) {  // the common case, as a vector loop
-      const auto* s16 = reinterpret_cast<const uint16_t*>(sc);
-      const auto* b16 = reinterpret_cast<const uint16_t*>(bi);
-      for (int64_t g = 0; g < G; ++g) {
-        wscale[i * G + g] = bf16_to_float(s16[g]);
-        wbias[i * G + g] = bf16_to_float(b16[g]);
-      }
-    } else {
-      convert_to_float(W.scale_dtype, sc, wscale + i * G, static_cast<size_t>(G));
-      convert_to_float(W.scale_dtype, bi, wbias + i * G, static_cast<size_t>(G));
-    }
+    scales_to_float(W, r, wscale + i * G, wbias + i * G);
   }
   alignas(64) int32_t sums[kTile * kTile];
   alignas(64) float out[kTile];

@@ -27,23 +27,13 @@ const float* row_floats(const Matrix& W, int64_t r, float* buf) {
   return buf;
 }
 
-void scales_to_float(const Matrix& W, int64_t r, int64_t groups, float* s, float* b) {
-  const size_t off = static_cast<size_t>(r * groups) * dtype_size(W.scale_dtype);
-  if (W.scale_dtype == DType::BF16) {
-    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.scales) + off), s, groups);
-    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.biases) + off), b, groups);
-    return;
-  }
-  convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.scales) + off, s, static_cast<size_t>(groups));
-  convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.biases) + off, b, static_cast<size_t>(groups));
-}
 
 // Rows r0 .. r0+n-1 (n <= 4; a short block repeats its last row) of a
 // quantized matrix with their scales and biases converted into `sb` [8, groups].
 kernels::QuantRows row_block(const Matrix& W, int64_t r0, int64_t n, int64_t groups, float* sb) {
   kernels::QuantRows w{{}, {}, {}, groups, W.group_size, W.bits};
   for (int64_t i = 0; i < 4; ++i) {
-    if (i < n) scales_to_float(W, r0 + i, groups, sb + 2 * i * groups, sb + (2 * i + 1) * groups);
+    if (i < n) scales_to_float(W, r0 + i, sb + 2 * i * groups, sb + (2 * i + 1) * groups);
     const int64_t k = std::min(i, n - 1);
     w.q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
     w.scales[i] = sb + 2 * k * groups;
@@ -58,6 +48,18 @@ int64_t row_grain(const Matrix& W, int64_t T) {
   return std::max<int64_t>(8, (1 << 16) / std::max<int64_t>(work_per_row, 1));
 }
 }  // namespace
+
+void scales_to_float(const Matrix& W, int64_t r, float* s, float* b) {
+  const int64_t groups = W.cols / W.group_size;
+  const size_t off = static_cast<size_t>(r * groups) * dtype_size(W.scale_dtype);
+  if (W.scale_dtype == DType::BF16) {
+    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.scales) + off), s, groups);
+    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.biases) + off), b, groups);
+    return;
+  }
+  convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.scales) + off, s, static_cast<size_t>(groups));
+  convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.biases) + off, b, static_cast<size_t>(groups));
+}
 
 void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
   const int64_t R = W.rows, C = W.cols;

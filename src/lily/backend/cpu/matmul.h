@@ -40,6 +40,10 @@ void matmul_batch(std::span<const Product> products, int64_t T, Rows rows);
 // The plain version the fast one is tested against: one row converted at a time, one thread.
 void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y);
 
+// Row r's group scales and biases of a quantized matrix (F32, F16 or BF16
+// stored) as floats: s and b hold W.cols / W.group_size each.
+void scales_to_float(const Matrix& W, int64_t r, float* s, float* b);
+
 // y[t] = dot(W row `r`, x[t]) for one row; used for single-output projections.
 float dot_row(const Matrix& W, int64_t r, const float* x);
 
