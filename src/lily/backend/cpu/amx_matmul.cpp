@@ -1,11 +1,11 @@
 #include "lily/backend/cpu/amx_matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/thread_pool.h"
 
@@ -34,9 +34,7 @@ bool supports(const Matrix& W) {
 
 bool available() {
   static const bool ok = [] {
-    // the caps of the float kernels (LILY_CPU_ISA=avx2|portable) rule the tiles out too
-    if (const char* cap = std::getenv("LILY_CPU_ISA"); cap && (!std::strcmp(cap, "avx2") || !std::strcmp(cap, "portable")))
-      return false;
+    if (kernels::isa_cap() != kernels::IsaCap::None) return false;  // capped below AVX-512
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool tile = d & (1u << 24), int8 = d & (1u << 25);

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "lily/io/dtype.h"
 
@@ -37,9 +35,9 @@ bool supported(Kernel k) {
 
 // The best this CPU has, under the LILY_CPU_ISA cap the float kernels also follow.
 Kernel best_kernel() {
-  const char* cap = std::getenv("LILY_CPU_ISA");
-  if (cap && std::strcmp(cap, "portable") == 0) return Kernel::None;
-  if (!(cap && std::strcmp(cap, "avx2") == 0) && supported(Kernel::Vnni)) return Kernel::Vnni;
+  const kernels::IsaCap cap = kernels::isa_cap();
+  if (cap == kernels::IsaCap::Portable) return Kernel::None;
+  if (cap != kernels::IsaCap::Avx2 && supported(Kernel::Vnni)) return Kernel::Vnni;
   return supported(Kernel::Avx2) ? Kernel::Avx2 : Kernel::None;
 }
 

@@ -21,6 +21,16 @@
 
 namespace lily::cpu::kernels {
 
+IsaCap isa_cap() {
+  static const IsaCap cap = [] {
+    const char* v = std::getenv("LILY_CPU_ISA");
+    if (v && std::strcmp(v, "avx2") == 0) return IsaCap::Avx2;
+    if (v && std::strcmp(v, "portable") == 0) return IsaCap::Portable;
+    return IsaCap::None;
+  }();
+  return cap;
+}
+
 // The float dot of unquantized rows (decode, attention) sums in double: these
 // paths are the fp32 reference, and with a float sum their result moved with
 // the vector width (16 lanes against 8) by more than transformers' own error
@@ -260,12 +270,9 @@ __attribute__((target("avx2,fma"))) static void dot4x4_avx2(const float* const w
 enum class Isa { Portable, Avx2, Avx512 };
 static Isa detect_isa() {
   __builtin_cpu_init();  // this runs from a static initializer, possibly before the library's own
-  // LILY_CPU_ISA=avx2|portable caps the kernels, to compare them on one machine
-  if (const char* cap = std::getenv("LILY_CPU_ISA")) {
-    if (std::strcmp(cap, "portable") == 0) return Isa::Portable;
-    if (std::strcmp(cap, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return Isa::Avx2;
-  }
+  const IsaCap cap = isa_cap();
+  if (cap == IsaCap::Portable) return Isa::Portable;
+  if (cap == IsaCap::Avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return Isa::Avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   return Isa::Portable;

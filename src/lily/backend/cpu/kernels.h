@@ -9,6 +9,11 @@
 
 namespace lily::cpu::kernels {
 
+// LILY_CPU_ISA=avx2|portable caps every CPU path (float kernels, int8
+// kernels, AMX tiles) to compare them on one machine; read once here.
+enum class IsaCap { None, Avx2, Portable };
+IsaCap isa_cap();
+
 float dot(const float* a, const float* b, int64_t n);
 // y[i] += a * x[i]
 void axpy(float a, const float* x, float* y, int64_t n);
