@@ -24,11 +24,7 @@
 
 namespace lily::cpu::amx {
 
-bool supports(const Matrix& W) {
-  const bool scales_ok = W.scale_dtype == DType::BF16 || W.scale_dtype == DType::F16 || W.scale_dtype == DType::F32;
-  return W.quantized() && scales_ok && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128) &&
-         W.cols % W.group_size == 0;
-}
+bool supports(const Matrix& W) { return int8::packed_format(W) && W.cols % W.group_size == 0; }
 
 #if LILY_AMX_BUILD
 

@@ -25,7 +25,7 @@ namespace lily::cpu::amx {
 
 // The CPU has AMX-TILE and AMX-INT8 and the kernel granted this process the tile state.
 bool available();
-// A matrix the path takes: 4- or 8-bit, groups of 64 or 128, F32/F16/BF16 scales.
+// A matrix the path takes: int8::packed_format, whole groups a row.
 bool supports(const Matrix& W);
 
 // y[t, r] = W row r . x[t] for T tokens, as cpu::matmul (the rows split over the pool).

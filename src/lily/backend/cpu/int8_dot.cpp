@@ -62,10 +62,13 @@ bool enable(bool on) {
 
 bool enabled() { return g_enabled; }
 
-bool supports(const Matrix& W) {
+bool packed_format(const Matrix& W) {
   const bool scales_ok = W.scale_dtype == DType::BF16 || W.scale_dtype == DType::F16 || W.scale_dtype == DType::F32;
-  return W.quantized() && scales_ok && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128) &&
-         W.cols % (2 * W.group_size) == 0 && W.cols / W.group_size <= 256;
+  return W.quantized() && scales_ok && (W.bits == 4 || W.bits == 8) && (W.group_size == 64 || W.group_size == 128);
+}
+
+bool supports(const Matrix& W) {
+  return packed_format(W) && W.cols % (2 * W.group_size) == 0 && W.cols / W.group_size <= 256;
 }
 
 namespace {

@@ -30,7 +30,11 @@ bool available();
 // The process-wide choice; enabling where it is not available is refused (returns false).
 bool enable(bool on);
 bool enabled();
-// A matrix the path takes: 4- or 8-bit, groups of 64 or 128, F32/F16/BF16 scales.
+// The packed formats int8 inputs meet (here and on AMX tiles): 4- or 8-bit,
+// groups of 64 or 128, F32/F16/BF16 scales.
+bool packed_format(const Matrix& W);
+// A matrix this path takes: a packed format, rows of an even number of
+// groups, at most 256 of them.
 bool supports(const Matrix& W);
 
 // One input row rounded group by group. For 4-bit products the bytes are
