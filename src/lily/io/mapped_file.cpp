@@ -8,9 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdint>
-#include <string>
 #include <cstring>
+#include <string>
 
 #include "lily/error.h"
 
@@ -19,34 +18,24 @@ namespace lily {
 namespace {
 std::atomic<Residency> g_residency{Residency::Mapped};
 
-// Reads the whole file into anonymous memory aligned for huge pages, dropping
-// each chunk from the page cache once copied so the file is not held twice.
-void* read_owned(int fd, const std::string& path, size_t size, void** region, size_t* region_size) {
-  constexpr size_t kHuge = size_t{2} << 20, kChunk = size_t{64} << 20;
-  *region_size = size + kHuge;
-  void* r = ::mmap(nullptr, *region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (r == MAP_FAILED)
-    throw Error("cannot allocate " + std::to_string(size >> 20) + " MiB to hold " + path + ": " + std::strerror(errno));
-  *region = r;
-  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) & ~(kHuge - 1));
-#ifdef MADV_HUGEPAGE
-  ::madvise(base, size, MADV_HUGEPAGE);  // a hint: without transparent huge pages it is small pages
-#endif
+// Reads the whole file into memory of its own, dropping each chunk from the
+// page cache once copied so the file is not held twice.
+std::unique_ptr<HugePageBuffer> read_owned(int fd, const std::string& path, size_t size) {
+  constexpr size_t kChunk = size_t{64} << 20;
+  auto buf = std::make_unique<HugePageBuffer>(size, "to hold " + path);
   for (size_t off = 0; off < size;) {
-    const ssize_t n = ::pread(fd, base + off, std::min(kChunk, size - off), static_cast<off_t>(off));
+    const ssize_t n = ::pread(fd, buf->data() + off, std::min(kChunk, size - off), static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = n < 0 ? std::strerror(errno) : "the file ended early";
-      ::munmap(r, *region_size);
-      throw Error("cannot read " + path + " at byte " + std::to_string(off) + ": " + why);
-    }
+    if (n <= 0)
+      throw Error("cannot read " + path + " at byte " + std::to_string(off) + ": " +
+                  (n < 0 ? std::strerror(errno) : "the file ended early"));
 #ifdef POSIX_FADV_DONTNEED
     ::posix_fadvise(fd, static_cast<off_t>(off), n, POSIX_FADV_DONTNEED);
 #endif
     off += static_cast<size_t>(n);
   }
-  ::mprotect(base, size, PROT_READ);  // weights are never written
-  return base;
+  buf->make_read_only();  // weights are never written
+  return buf;
 }
 }  // namespace
 
@@ -69,11 +58,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0 && residency() == Residency::Owned) {
     try {
-      data_ = static_cast<const uint8_t*>(read_owned(fd, path, size_, &region_, &region_size_));
+      owned_ = read_owned(fd, path, size_);
     } catch (...) {
       ::close(fd);
       throw;
     }
+    data_ = owned_->data();
   } else if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -90,14 +80,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     ::madvise(p, size_, MADV_HUGEPAGE);
 #endif
     data_ = static_cast<const uint8_t*>(p);
-    region_ = p;
-    region_size_ = size_;
   }
   ::close(fd);  // the mapping keeps the file alive
 }
 
 MappedFile::~MappedFile() {
-  if (region_ != nullptr) ::munmap(region_, region_size_);
+  if (data_ != nullptr && !owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace lily

@@ -9,7 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "lily/io/huge_page_buffer.h"
 
 namespace lily {
 
@@ -34,8 +37,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  void* region_ = nullptr;  // what munmap releases (owned memory is over-allocated to align it)
-  size_t region_size_ = 0;
+  std::unique_ptr<HugePageBuffer> owned_;  // the bytes when read in (--no-mmap), else null
 };
 
 }  // namespace lily

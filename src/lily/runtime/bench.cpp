@@ -1,16 +1,12 @@
 #include "lily/runtime/bench.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <memory>
-#include <string>
 
 #include "lily/backend/cpu/thread_pool.h"
-#include "lily/error.h"
+#include "lily/io/huge_page_buffer.h"
 #include "lily/model/qwen35moe.h"
 #include "lily/runtime/greedy.h"
 
@@ -76,14 +72,8 @@ double measure_read_bandwidth(size_t bytes, int repeats) {
   // On huge pages where the kernel gives them: the figure is then what memory
   // delivers to a stream that address translation does not slow, the
   // roofline's most generous reading, however the weights themselves are held.
-  constexpr size_t kHuge = size_t{2} << 20;
-  void* region = ::mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (region == MAP_FAILED) throw Error("cannot allocate " + std::to_string(bytes >> 20) + " MiB to measure bandwidth");
-  std::unique_ptr<void, std::function<void(void*)>> hold(region, [&](void* p) { ::munmap(p, bytes + kHuge); });
-  auto* buf = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(region) + kHuge - 1) & ~(kHuge - 1));
-#ifdef MADV_HUGEPAGE
-  ::madvise(buf, bytes, MADV_HUGEPAGE);
-#endif
+  HugePageBuffer region(bytes, "to measure bandwidth");
+  auto* buf = reinterpret_cast<uint64_t*>(region.data());
   auto& pool = cpu::ThreadPool::global();
   pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
