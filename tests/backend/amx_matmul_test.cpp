@@ -12,29 +12,10 @@
 #include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/io/dtype.h"
-#include "lily/quant/affine.h"
+#include "support/int8_bound.h"
 
 namespace lily::cpu {
 namespace {
-
-struct Quantized {
-  quant::QuantizedRows q;
-  std::vector<uint16_t> sc16, bi16;
-  Matrix m;
-  Quantized(const std::vector<float>& w, int64_t R, int64_t C, int bits, int gs, DType sd) {
-    q = quant::quantize(w.data(), R, C, bits, gs);
-    for (size_t i = 0; i < q.scales.size(); ++i) {
-      sc16.push_back(sd == DType::BF16 ? float_to_bf16(q.scales[i]) : float_to_f16(q.scales[i]));
-      bi16.push_back(sd == DType::BF16 ? float_to_bf16(q.biases[i]) : float_to_f16(q.biases[i]));
-    }
-    m = Matrix{DType::U32, q.packed.data(), R, C};
-    m.bits = bits;
-    m.group_size = gs;
-    m.scale_dtype = sd;
-    m.scales = sd == DType::F32 ? static_cast<const void*>(q.scales.data()) : sc16.data();
-    m.biases = sd == DType::F32 ? static_cast<const void*>(q.biases.data()) : bi16.data();
-  }
-};
 
 TEST(AmxMatmul, WithinTheInputRoundingOfTheExactProduct) {
   if (!amx::available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX tiles";
@@ -51,24 +32,12 @@ TEST(AmxMatmul, WithinTheInputRoundingOfTheExactProduct) {
           for (auto& a : x) a = n(rng);
           for (int64_t c = 0; c < gs; ++c) x[c] = 0.f;                // a group of zeros (step 0)
           for (int64_t c = 0; c < gs; ++c) x[c + 3 * C] *= 1000.f;    // and one of large inputs
-          const Quantized qw(w, R, C, bits, gs, sd);
+          const test::QuantizedMatrix qw(w, R, C, bits, gs, sd);
           ASSERT_TRUE(amx::supports(qw.m));
-          std::vector<float> y(T * R), row(C);
+          std::vector<float> y(T * R);
           amx::matmul(x.data(), T, qw.m, y.data());
-          for (int64_t t = 0; t < T; ++t) {
-            const int8::Input in = int8::quantize_input(x.data() + t * C, C, gs, false);
-            for (int64_t r = 0; r < R; ++r) {
-              qw.m.row_to_float(r, row.data());
-              double exact = 0, mag = 0, bound = 0;
-              for (int64_t c = 0; c < C; ++c) {
-                exact += double(row[c]) * x[t * C + c];
-                mag += std::abs(double(row[c]) * x[t * C + c]);
-                bound += std::abs(double(row[c])) * in.step[c / gs] / 2;
-              }
-              ASSERT_LE(std::abs(y[t * R + r] - exact), bound * 1.001 + 1e-5 * mag)
-                  << dtype_name(sd) << " bits " << bits << " gs " << gs << " C " << C << " row " << r << " token " << t;
-            }
-          }
+          ASSERT_TRUE(test::within_int8_rounding(qw.m, x.data(), T, y.data()))
+              << dtype_name(sd) << " bits " << bits << " gs " << gs << " C " << C;
         }
 }
 
@@ -80,7 +49,7 @@ TEST(AmxMatmul, ATokensOutputsDoNotDependOnTheOthers) {
   std::vector<float> w(R * C), x(T * C);
   for (auto& a : w) a = n(rng);
   for (auto& a : x) a = n(rng);
-  const Quantized qw(w, R, C, 4, 64, DType::BF16);
+  const test::QuantizedMatrix qw(w, R, C, 4, 64, DType::BF16);
   std::vector<float> all(T * R), part(R * 7);
   amx::matmul(x.data(), T, qw.m, all.data());
   for (int64_t t0 : {0, 5, 33}) {  // seven tokens from different places of the tiles
