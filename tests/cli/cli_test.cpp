@@ -79,7 +79,7 @@ TEST(Cli, BadInputGetsAClearErrorAndNoCrash) {
            {"generate --model " + m + " --tokens 1,x,3", "'x' is not a token id"},
            {"generate --model " + m + " --tokens 1,,3", "'' is not a token id"},
            {"generate --model " + m + " --tokens 1,320", "token id 320 at position 1 is outside the vocabulary"},
-           {"generate --model /nonexistent/model --tokens 1", "no config.json"},
+           {"generate --model /nonexistent/model --tokens 1", "no such directory"},
            {"logits --model " + m + " --tokens 1 --out /nonexistent/dir/x.f32", "cannot write"},
            {"info --model " + m + " --bogus-flag", "bogus-flag"},
            {"generate --tokens 1", "--model"},

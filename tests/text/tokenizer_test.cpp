@@ -72,7 +72,6 @@ TEST_F(TokenizerSuite, SpecialTokensAndConfig) {
   EXPECT_EQ(tok_->token_id("<|im_end|>"), 151645);
   EXPECT_TRUE(tok_->is_special(151645));
   EXPECT_EQ(tok_->eos_token, "<|im_end|>");
-  EXPECT_FALSE(tok_->chat_template.empty());
   EXPECT_EQ(tok_->encode("<|im_start|>"), std::vector<int32_t>{151644});
   EXPECT_EQ(tok_->token_bytes(151645), "<|im_end|>");
 }

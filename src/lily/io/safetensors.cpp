@@ -7,6 +7,7 @@
 #include <set>
 
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 
 namespace lily {
 
@@ -31,6 +32,8 @@ std::string TensorView::shape_string() const {
 namespace {
 // A header larger than this is not a checkpoint header (real ones are a few MB).
 constexpr uint64_t kMaxHeaderBytes = 256ull << 20;
+// An index lists every tensor once: a few MB for the largest models.
+constexpr size_t kMaxIndexBytes = size_t(64) << 20;
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path)
@@ -43,12 +46,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     throw Error(path + ": malformed safetensors header: header length " + std::to_string(header_len) +
                 " does not fit in a file of " + std::to_string(size) + " bytes");
   const char* hbegin = reinterpret_cast<const char*>(file_->data() + 8);
-  json header;
-  try {
-    header = json::parse(hbegin, hbegin + header_len);
-  } catch (const json::exception& e) {
-    throw Error(path + ": malformed safetensors header: " + e.what());
-  }
+  const json header = parse_json(std::string_view(hbegin, header_len), path + ": malformed safetensors header");
   if (!header.is_object()) throw Error(path + ": malformed safetensors header: not a JSON object");
 
   const uint8_t* data_begin = file_->data() + 8 + header_len;
@@ -105,13 +103,7 @@ std::unique_ptr<SafetensorsArchive> SafetensorsArchive::open_dir(const std::stri
   std::vector<std::string> shard_names;
   json weight_map;
   if (fs::exists(index_path)) {
-    std::ifstream in(index_path);
-    json index;
-    try {
-      index = json::parse(in);
-    } catch (const json::exception& e) {
-      throw Error(index_path.string() + ": malformed JSON: " + e.what());
-    }
+    const json index = parse_json(read_regular_file(index_path.string(), kMaxIndexBytes), index_path.string());
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       throw Error(index_path.string() + ": has no weight_map object");
     weight_map = index["weight_map"];

@@ -5,7 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/quant/affine.h"
 
 namespace lily {
@@ -101,14 +107,22 @@ QuantizationConfig parse_quantization(const json& q, const std::string& source) 
 }
 }  // namespace
 
+namespace {
+ModelConfig config_from_json(const json& root, const std::string& source);
+}  // namespace
+
 ModelConfig ModelConfig::parse(const std::string& text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(source + ": malformed JSON: " + e.what());
-  }
+  const json root = parse_json(text, source);
   if (!root.is_object()) throw Error(source + ": not a JSON object");
+  try {
+    return config_from_json(root, source);
+  } catch (const json::exception& e) {  // a field of the wrong type
+    throw Error(source + ": unexpected content: " + e.what());
+  }
+}
+
+namespace {
+ModelConfig config_from_json(const json& root, const std::string& source) {
   ModelConfig c;
   c.model_type = root.value("model_type", std::string());
   const json* text_cfg = &root;
@@ -198,14 +212,21 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
   if (!bos.empty()) c.bos_token_id = bos[0];
   return c;
 }
+}  // namespace
 
 ModelConfig ModelConfig::load(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  std::ifstream in(path);
-  if (!in) throw Error(dir + ": no config.json (is this a model directory?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) throw Error("cannot read the model directory " + dir + ": " + ec.message());
+  if (!fs::exists(st)) throw Error(dir + ": no such directory");
+  if (!fs::is_directory(st)) throw Error(dir + " is not a directory (a model is a directory with config.json)");
+  if (::access(dir.c_str(), R_OK | X_OK) != 0)
+    throw Error("cannot read the model directory " + dir + ": " + std::strerror(errno));
+  const std::string path = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(fs::symlink_status(path, ec)))
+    throw Error(dir + ": no config.json (is this a model directory?)");
+  return parse(read_regular_file(path, kMaxConfigBytes), path);
 }
 
 }  // namespace lily

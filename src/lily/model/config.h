@@ -71,6 +71,8 @@ struct ModelConfig {
   static ModelConfig load(const std::string& dir);
   // Same, from the parsed text of a config.json (`source` names it in errors).
   static ModelConfig parse(const std::string& json_text, const std::string& source);
+  // A config.json is a few KB; this bounds what is read.
+  static constexpr size_t kMaxConfigBytes = size_t(4) << 20;
 };
 
 }  // namespace lily

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/io/model_locator.h"
 
 namespace lily {
@@ -27,17 +28,12 @@ std::unique_ptr<Engine> Engine::load(const std::string& path_or_repo) {
   };
   const fs::path gen = fs::path(e->dir_) / "generation_config.json";
   if (fs::exists(gen)) {
-    std::ifstream in(gen);
-    try {
-      const auto j = nlohmann::json::parse(in);
-      if (j.contains("eos_token_id")) {
+    const auto j = parse_json(read_regular_file(gen.string(), SamplingParams::kMaxGenerationConfigBytes), gen.string());
+    if (j.is_object() && j.contains("eos_token_id")) {
         if (j["eos_token_id"].is_number_integer()) add(j["eos_token_id"].get<int64_t>());
         if (j["eos_token_id"].is_array())
           for (const auto& x : j["eos_token_id"])
             if (x.is_number_integer()) add(x.get<int64_t>());
-      }
-    } catch (const nlohmann::json::exception& ex) {
-      throw Error(gen.string() + ": malformed JSON: " + ex.what());
     }
   }
   if (e->tokenizer_->eos_token)

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 
 namespace lily {
 
@@ -15,14 +16,13 @@ SamplingParams SamplingParams::from_generation_config(const std::string& dir) {
   SamplingParams p;
   const auto path = std::filesystem::path(dir) / "generation_config.json";
   if (!std::filesystem::exists(path)) return p;
-  std::ifstream in(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": malformed JSON: " + e.what());
-  }
-  auto num = [&](const char* k, double def) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : def; };
+  const nlohmann::json j = parse_json(read_regular_file(path.string(), kMaxGenerationConfigBytes), path.string());
+  if (!j.is_object()) throw Error(path.string() + ": not a JSON object");
+  auto num = [&](const char* k, double def) {
+    if (!j.contains(k) || j[k].is_null()) return def;
+    if (!j[k].is_number()) throw Error(path.string() + ": " + k + " must be a number, got " + j[k].dump());
+    return j[k].get<double>();
+  };
   p.temperature = num("temperature", p.temperature);
   p.top_k = static_cast<int64_t>(num("top_k", 0));
   p.top_p = num("top_p", p.top_p);
@@ -30,6 +30,11 @@ SamplingParams SamplingParams::from_generation_config(const std::string& dir) {
   p.repetition_penalty = num("repetition_penalty", p.repetition_penalty);
   p.presence_penalty = num("presence_penalty", p.presence_penalty);
   if (j.contains("do_sample") && j["do_sample"].is_boolean() && !j["do_sample"].get<bool>()) p.temperature = 0;
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw Error(path.string() + ": " + e.what());
+  }
   return p;
 }
 

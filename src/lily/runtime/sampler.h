@@ -28,7 +28,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;
 
   // Defaults from a model's generation_config.json (missing file: these defaults).
+  // Throws lily::Error naming the file for a value of the wrong type or out of range.
   static SamplingParams from_generation_config(const std::string& model_dir);
+  static constexpr size_t kMaxGenerationConfigBytes = size_t(1) << 20;
   // Throws lily::Error naming the first parameter out of range.
   void validate() const;
 };

@@ -1,16 +1,16 @@
 #include "lily/server/http_server.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <thread>
 
+#include <strings.h>
+
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/runtime/memory_plan.h"
 #include "lily/server/api_error.h"
-#include "lily/server/connection_watch.h"
 #include "lily/server/openai_request.h"
 #include "lily/server/openai_response.h"
 
@@ -27,19 +27,31 @@ namespace {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void send_json(httplib::Response& res, int status, const json& body) {
+void send_json(http::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
+void send_error(http::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
 
-json parse_body(const httplib::Request& req) {
+json parse_body(const http::Request& req) {
   try {
+    check_json_depth(req.body, "the request body");
     return json::parse(req.body);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
   } catch (const json::parse_error& e) {
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
+}
+
+// "Authorization: Bearer KEY", the scheme in any case (RFC 9110 11.1).
+bool bearer_matches(const http::Request& req, const std::string& key) {
+  const std::string_view v = req.header("authorization").value_or("");
+  if (v.size() < 7 || ::strncasecmp(v.data(), "bearer ", 7) != 0) return false;
+  std::string_view token = v.substr(7);
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  return token == key;
 }
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
@@ -57,7 +69,15 @@ std::optional<ApiError> failure_of(const JobEvent& ev, double timeout_s) {
 
 }  // namespace
 
-HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique<httplib::Server>()) {}
+namespace {
+http::ServerLimits limits_of(const ServerOptions& opt) {
+  http::ServerLimits l = opt.http;
+  l.parser.max_body_bytes = opt.max_body_bytes;
+  return l;
+}
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique<http::Server>(limits_of(opt_))) {}
 
 HttpServer::~HttpServer() {
   stop();
@@ -70,23 +90,9 @@ void HttpServer::stop() {
 
 void HttpServer::run(const std::function<std::unique_ptr<Engine>(ServerOptions&)>& load,
                      const std::function<void(int)>& on_listening) {
-  const size_t threads = opt_.scheduler.max_sequences + opt_.scheduler.max_queue + 8;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(opt_.max_body_bytes);
-  http_->set_read_timeout(60, 0);
-  http_->set_write_timeout(60, 0);
-  // SO_REUSEADDR (restart while old connections linger) but not httplib's
-  // default SO_REUSEPORT, which would let a second server share the port.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof yes);
-  });
   routes();
-  port_ = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
-  if (port_ < 0) throw Error("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) + " (in use, or not an address of this machine)");
-  std::thread listener([this] { http_->listen_after_bind(); });
-  // stop() only reaches a loop that has started
-  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  port_ = http_->bind(opt_.host, opt_.port);
+  std::thread listener([this] { http_->run(); });
   if (on_listening) on_listening(port_);
   try {
     engine_ = load(opt_);
@@ -133,57 +139,46 @@ std::string HttpServer::metrics() const {
 }
 
 void HttpServer::routes() {
-  httplib::Server& h = *http_;
+  http::Server& h = *http_;
 
-  h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  h.set_pre_routing([this](const http::Request& req, http::Response& res) {
     if (opt_.cors) {
       res.set_header("Access-Control-Allow-Origin", opt_.cors_origin);
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
       if (req.method == "OPTIONS") {
         res.status = 204;
-        return httplib::Server::HandlerResponse::Handled;
+        res.set_content("", "text/plain");
+        return true;
       }
     }
-    if (!opt_.api_key.empty() && req.path != "/health" &&
-        req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
+    if (!opt_.api_key.empty() && req.path != "/health" && !bearer_matches(req, opt_.api_key)) {
       send_error(res, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)", "authentication_error"));
-      return httplib::Server::HandlerResponse::Handled;
+      return true;
     }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return false;
   });
-  h.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string msg = res.status == 404   ? "no such endpoint: " + req.method + " " + req.path
-                      : res.status == 413 ? "the request body is larger than the server accepts (--max-body)"
-                                          : "HTTP error " + std::to_string(res.status);
-    send_json(res, res.status, ApiError(res.status, msg).body());
+  h.set_error_body([](int status, const std::string& message, http::Response& res) {
+    const char* type = status == 408 || status == 504 ? "timeout_error"
+                       : status >= 500                ? "server_error"
+                                                      : "invalid_request_error";
+    send_json(res, status, ApiError(status, message, type).body());
   });
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string msg = "internal error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      msg = e.what();
-    } catch (...) {
-    }
-    send_json(res, 500, ApiError(500, msg, "server_error").body());
-  });
-  h.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+  h.set_logger([this](const http::Request&, const http::Response& res) {
     if (res.status >= 400) ++http_errors_;
   });
 
-  h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  h.route("GET", "/health", [this](const http::Request&, http::Response& res) {
     if (ready_) send_json(res, 200, {{"status", "ok"}});
     else send_json(res, 503, ApiError(503, "the model is loading", "unavailable_error").body());
   });
-  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  h.route("GET", "/metrics", [this](const http::Request&, http::Response& res) {
     res.set_content(metrics(), "text/plain; version=0.0.4");
   });
 
   // Everything below needs the model.
   auto with_model = [this](auto&& handler) {
-    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+    return [this, handler](const http::Request& req, http::Response& res) {
       try {
         if (!ready_) throw ApiError(503, "the model is loading", "unavailable_error");
         handler(req, res);
@@ -192,19 +187,26 @@ void HttpServer::routes() {
       }
     };
   };
-  h.Get("/v1/models", with_model([this](const httplib::Request&, httplib::Response& res) {
-          send_json(res, 200,
-                    {{"object", "list"},
-                     {"data", json::array({{{"id", opt_.model_name}, {"object", "model"}, {"created", 0},
-                                            {"owned_by", "lily"}}})}});
-        }));
-  h.Post("/tokenize", with_model([this](const httplib::Request& req, httplib::Response& res) {
+  auto model_object = [this] {
+    return json{{"id", opt_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "lily"}};
+  };
+  h.route("GET", "/v1/models", with_model([model_object](const http::Request&, http::Response& res) {
+            send_json(res, 200, {{"object", "list"}, {"data", json::array({model_object()})}});
+          }));
+  h.route("GET", "/v1/models/*", with_model([this, model_object](const http::Request& req, http::Response& res) {
+            const std::string id = req.path.substr(std::string("/v1/models/").size());
+            if (id != opt_.model_name)
+              throw ApiError(404, "the model '" + id + "' does not exist (this server has '" + opt_.model_name + "')",
+                             "invalid_request_error", "model");
+            send_json(res, 200, model_object());
+          }));
+  h.route("POST", "/tokenize", with_model([this](const http::Request& req, http::Response& res) {
            const json body = parse_body(req);
            if (!body.is_object() || !body.contains("content") || !body["content"].is_string())
              throw bad_field("content", "must be a string");
            send_json(res, 200, {{"tokens", engine_->tokenizer().encode(body["content"].get<std::string>())}});
          }));
-  h.Post("/detokenize", with_model([this](const httplib::Request& req, httplib::Response& res) {
+  h.route("POST", "/detokenize", with_model([this](const http::Request& req, http::Response& res) {
            const json body = parse_body(req);
            if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
              throw bad_field("tokens", "must be an array of token ids");
@@ -219,7 +221,7 @@ void HttpServer::routes() {
          }));
 
   auto generation = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+    return [this, chat](const http::Request& req, http::Response& res) {
       const json body = parse_body(req);
       auto api = std::make_shared<ApiRequest>(chat ? parse_chat_request(body, *engine_)
                                                    : parse_completion_request(body, *engine_));
@@ -244,52 +246,44 @@ void HttpServer::routes() {
       } catch (const QueueFull& e) {
         throw ApiError(503, e.what(), "server_busy");
       }
-      auto watch = std::make_shared<ConnectionWatch>(req.remote_addr, req.remote_port, req.local_port);
       auto answer = std::make_shared<AnswerBuilder>(*api, *engine_, opt_.model_name);
       const double timeout_s = opt_.request_timeout_s;
 
       if (api->stream) {
         res.set_header("Cache-Control", "no-cache");
-        // The provider runs after this handler returns: it holds the request
-        // (which the answer builder reads), the ticket and the watch itself.
-        res.set_chunked_content_provider(
-            "text/event-stream",
-            [api, ticket, watch, answer, timeout_s](size_t, httplib::DataSink& sink) {
-              auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-              JobEvent ev;
-              for (;;) {
-                if (!ticket->next(ev, 100ms)) {
-                  if (watch->closed()) break;
-                  continue;
-                }
-                if (auto err = failure_of(ev, timeout_s)) {
-                  write(sse(err->body()));
-                  write("data: [DONE]\n\n");
-                  sink.done();
-                  return true;
-                }
-                bool ok = true;
-                for (const json& c : answer->chunks(ev)) ok = ok && write(sse(c));
-                if (ev.kind == JobEvent::Kind::Done) {
-                  for (const json& c : answer->closing_chunks(ev)) ok = ok && write(sse(c));
-                  ok = ok && write("data: [DONE]\n\n");
-                  if (ok) sink.done();
-                  return ok;
-                }
-                if (!ok) break;
-              }
-              ticket->cancel();  // the client went away: stop generating and free the sequence
-              return false;
-            },
-            [ticket](bool success) {
-              if (!success) ticket->cancel();
-            });
+        // The stream runs after this handler returns: it holds the request
+        // (which the answer builder reads) and the ticket itself.
+        res.content_type = "text/event-stream";
+        res.stream = [api, ticket, answer, timeout_s](http::StreamSink& sink) {
+          auto write = [&](const std::string& s) { return sink.write(s); };
+          JobEvent ev;
+          for (;;) {
+            if (!ticket->next(ev, 100ms)) {
+              if (sink.client_gone()) break;
+              continue;
+            }
+            if (auto err = failure_of(ev, timeout_s)) {
+              write(sse(err->body()));
+              write("data: [DONE]\n\n");
+              return;
+            }
+            bool ok = true;
+            for (const json& c : answer->chunks(ev)) ok = ok && write(sse(c));
+            if (ev.kind == JobEvent::Kind::Done) {
+              for (const json& c : answer->closing_chunks(ev)) ok = ok && write(sse(c));
+              write("data: [DONE]\n\n");
+              return;
+            }
+            if (!ok) break;
+          }
+          ticket->cancel();  // the client went away: stop generating and free the sequence
+        };
         return;
       }
       JobEvent ev;
       for (;;) {
         if (!ticket->next(ev, 100ms)) {
-          if (watch->closed()) {
+          if (req.client_gone()) {
             ticket->cancel();
             return;
           }
@@ -302,8 +296,8 @@ void HttpServer::routes() {
       send_json(res, 200, answer->response(ev));
     };
   };
-  h.Post("/v1/chat/completions", with_model(generation(true)));
-  h.Post("/v1/completions", with_model(generation(false)));
+  h.route("POST", "/v1/chat/completions", with_model(generation(true)));
+  h.route("POST", "/v1/completions", with_model(generation(false)));
 }
 
 }  // namespace lily::server

@@ -1,4 +1,4 @@
-// `lily serve`: the OpenAI-compatible HTTP server. It listens at once and
+// `lily serve`: the OpenAI-compatible API over lily::http::Server. It listens at once and
 // answers /health with 503 while the model loads, then 200. Requests are
 // checked and turned into jobs for the Scheduler; answers go back whole or
 // as Server-Sent Events. Nothing here computes: the engine does.
@@ -12,9 +12,7 @@
 #include "lily/runtime/engine.h"
 #include "lily/runtime/scheduler.h"
 
-namespace httplib {
-class Server;
-}
+#include "lily/server/http/server.h"
 
 namespace lily::server {
 
@@ -29,6 +27,7 @@ struct ServerOptions {
   int64_t context = 0;                  // longest prompt + answer, in tokens (0: the model's maximum)
   std::string model_name;               // the id in /v1/models (default: the model directory's name)
   SchedulerOptions scheduler;
+  http::ServerLimits http;              // connections, deadlines (max_body_bytes above sets the body limit)
 
   // context when it was left 0: the model's max_position_embeddings, else 32768
   void resolve_context(const ModelConfig& cfg);
@@ -53,7 +52,7 @@ class HttpServer {
   std::string metrics() const;
 
   ServerOptions opt_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<http::Server> http_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> ready_{false};

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/text/jinja/interpreter.h"
 #include "lily/text/jinja/parser.h"
 
@@ -14,13 +15,9 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace {
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// tokenizer_config.json may hold the template; both are far below this.
+constexpr size_t kMaxTemplateFileBytes = size_t(16) << 20;
+std::string slurp(const fs::path& p) { return read_regular_file(p.string(), kMaxTemplateFileBytes); }
 std::string token_text(const ordered_json& cfg, const char* key) {
   if (!cfg.contains(key)) return "";
   const auto& v = cfg[key];
@@ -43,11 +40,8 @@ std::unique_ptr<ChatTemplate> ChatTemplate::from_model_dir(const std::string& di
   ordered_json cfg = ordered_json::object();
   const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
   if (fs::exists(cfg_path)) {
-    try {
-      cfg = ordered_json::parse(slurp(cfg_path));
-    } catch (const ordered_json::exception& e) {
-      throw Error(cfg_path.string() + ": malformed JSON: " + e.what());
-    }
+    cfg = parse_ordered_json(slurp(cfg_path), cfg_path.string());
+    if (!cfg.is_object()) throw Error(cfg_path.string() + ": not a JSON object");
   }
   std::string source;
   const fs::path jinja_path = fs::path(dir) / "chat_template.jinja";
@@ -57,7 +51,9 @@ std::unique_ptr<ChatTemplate> ChatTemplate::from_model_dir(const std::string& di
     source = cfg["chat_template"].get<std::string>();
   } else if (cfg.contains("chat_template") && cfg["chat_template"].is_array()) {
     for (const auto& e : cfg["chat_template"])
-      if (e.value("name", "") == "default" && e.contains("template")) source = e["template"].get<std::string>();
+      if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
+          e["template"].is_string())
+        source = e["template"].get<std::string>();
   }
   if (source.empty()) throw Error(dir + ": no chat template (chat_template.jinja or tokenizer_config.json chat_template)");
   return std::make_unique<ChatTemplate>(source, token_text(cfg, "bos_token"), token_text(cfg, "eos_token"));

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/text/utf8.h"
 
 namespace lily {
@@ -29,13 +30,9 @@ Tokenizer::~Tokenizer() = default;
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// The largest real tokenizer.json files are tens of MB.
+constexpr size_t kMaxTokenizerFileBytes = size_t(256) << 20;
+std::string read_text(const std::string& path) { return read_regular_file(path, kMaxTokenizerFileBytes); }
 
 // GPT-2's reversible map from bytes to printable code points.
 void build_byte_map(std::string (&to_unicode)[256]) {
@@ -82,33 +79,25 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
   auto t = from_json_text(read_text(path), path);
   const auto cfg_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   if (std::filesystem::exists(cfg_path)) {
-    json cfg;
-    try {
-      cfg = json::parse(read_text(cfg_path.string()));
-    } catch (const json::exception& e) {
-      throw Error(cfg_path.string() + ": malformed JSON: " + e.what());
-    }
+    const json cfg = parse_json(read_text(cfg_path.string()), cfg_path.string());
+    if (!cfg.is_object()) throw Error(cfg_path.string() + ": not a JSON object");
     t->eos_token = token_name(cfg, "eos_token");
     t->bos_token = token_name(cfg, "bos_token");
     t->pad_token = token_name(cfg, "pad_token");
-    if (cfg.contains("chat_template")) {
-      const json& ct = cfg["chat_template"];
-      if (ct.is_string()) t->chat_template = ct.get<std::string>();
-      if (ct.is_array())
-        for (const auto& e : ct)
-          if (e.value("name", "") == "default" && e.contains("template")) t->chat_template = e["template"].get<std::string>();
-    }
   }
   return t;
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json_text(const std::string& text, const std::string& source) {
-  json j;
   try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(source + ": malformed JSON: " + e.what());
+    return build(text, source);
+  } catch (const json::exception& e) {  // a field of the wrong type
+    throw Error(source + ": unexpected content: " + e.what());
   }
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::build(const std::string& text, const std::string& source) {
+  const json j = parse_json(text, source);
   auto fail = [&](const std::string& why) { return Error(source + ": " + why); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw fail("has no model object");
   const json& model = j["model"];
@@ -121,19 +110,29 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json_text(const std::string& text, co
   std::unordered_map<std::string, unsigned char> from_unicode;
   for (int b = 0; b < 256; ++b) from_unicode[t->byte_to_unicode_[b]] = static_cast<unsigned char>(b);
 
+  // Ids index a table, so each is checked before it is used: not negative,
+  // and below a bound that a real vocabulary is far from and a table can hold.
+  const auto valid_id = [](const json& v) {
+    return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxTokenId)) &&
+           v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTokenId;
+  };
+  const std::string id_range = " (ids are integers from 0 to " + std::to_string(kMaxTokenId) + ")";
   int64_t max_id = -1;
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > INT32_MAX)
-      throw fail("vocab entry '" + it.key() + "' has no valid id");
+    if (!valid_id(it.value())) throw fail("vocab entry '" + it.key() + "' has no valid id" + id_range);
     t->vocab_[it.key()] = it.value().get<int32_t>();
     max_id = std::max<int64_t>(max_id, it.value().get<int64_t>());
   }
   std::vector<AddedToken> added;
   if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
     for (const auto& a : j["added_tokens"]) {
-      if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
+      if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string())
         throw fail("added_tokens entry needs an id and a content");
-      added.push_back({a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)});
+      if (!valid_id(a["id"]))
+        throw fail("added token '" + a["content"].get<std::string>() + "' has id " + a["id"].dump() + id_range);
+      const json special = a.contains("special") ? a["special"] : json(false);
+      if (!special.is_boolean()) throw fail("added token '" + a["content"].get<std::string>() + "': special must be true or false");
+      added.push_back({a["id"].get<int32_t>(), a["content"].get<std::string>(), special.get<bool>()});
       max_id = std::max<int64_t>(max_id, added.back().id);
     }
   }

@@ -23,6 +23,10 @@ struct AddedToken {
 
 class Tokenizer {
  public:
+  // The largest token id a tokenizer file may use: above any real
+  // vocabulary, and a table of that many entries still fits in memory.
+  static constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
+
   // Reads tokenizer.json (and, when present beside it, tokenizer_config.json
   // for the bos/eos names). Throws lily::Error naming what is wrong.
   static std::unique_ptr<Tokenizer> load(const std::string& tokenizer_json_path);
@@ -43,10 +47,10 @@ class Tokenizer {
 
   // From tokenizer_config.json when present.
   std::optional<std::string> eos_token, bos_token, pad_token;
-  std::string chat_template;  // tokenizer_config.json's chat_template, if any
 
  private:
   Tokenizer() = default;
+  static std::unique_ptr<Tokenizer> build(const std::string& text, const std::string& source);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
 

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "lily/error.h"
+#include "lily/text/jinja/limits.h"
 #include "lily/text/jinja/interpreter.h"
 
 namespace lily::jinja {
@@ -12,6 +13,30 @@ namespace lily::jinja {
 namespace {
 
 [[noreturn]] void type_error(const std::string& m) { throw Error(m); }
+
+// Every string a template builds is bounded before it is built.
+void check_length(size_t bytes) {
+  if (bytes > kMaxStringBytes)
+    type_error("a string of " + std::to_string(bytes) + " bytes would pass the limit of " +
+               std::to_string(kMaxStringBytes));
+}
+
+// Python integers do not overflow; these do, so an overflow is an error.
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) type_error("integer overflow");
+  return r;
+}
+int64_t checked_sub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) type_error("integer overflow");
+  return r;
+}
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) type_error("integer overflow");
+  return r;
+}
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
@@ -79,6 +104,7 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   size_t pos = 0;
   int64_t n = 0;
   while ((count < 0 || n < count) && (pos = s.find(from, pos)) != std::string::npos) {
+    check_length(s.size() - from.size() + to.size());
     s.replace(pos, from.size(), to);
     pos += to.size();
     ++n;
@@ -182,7 +208,9 @@ Value string_method(const std::string& s, const std::string& name) {
       std::string out;
       bool first = true;
       for (const auto& x : iterate(a.get(0, "iterable"))) {
-        out += (first ? "" : s) + x.to_str();
+        const std::string piece = x.to_str();
+        check_length(out.size() + s.size() + piece.size());
+        out += (first ? "" : s) + piece;
         first = false;
       }
       return Value(out);
@@ -249,7 +277,9 @@ Value dict_method(const Value& d, const std::string& name) {
 Value list_method(const Value& l, const std::string& name) {
   if (name == "append")
     return method(name, [l](CallArgs& a) {
-      const_cast<Value&>(l).array().push_back(a.get(0, "object"));
+      const Value x = a.get(0, "object");
+      if (x.is_function() || x.holds(l.identity())) type_error("a list cannot hold itself or a function");
+      const_cast<Value&>(l).array().push_back(x);
       return Value::none();
     });
   if (name == "index")
@@ -431,6 +461,7 @@ Value apply_filter(const std::string& name, const Value& in, CallArgs& a) {
   if (name == "trim") return Value(strip_chars(in.to_str(), a.get(0, "chars"), true, true));
   if (name == "tojson") {
     const Value ind = a.get(0, "indent");
+    if (ind.is_number() && (ind.as_int() < 0 || ind.as_int() > 1024)) type_error("tojson indent must be 0 to 1024");
     return Value(in.to_json(ind.is_number() ? static_cast<int>(ind.as_int()) : -1, a.get(1, "sort_keys").truthy()));
   }
   if (name == "string") return Value(in.to_str());
@@ -482,7 +513,9 @@ Value apply_filter(const std::string& name, const Value& in, CallArgs& a) {
     std::string out;
     bool first = true;
     for (const auto& x : iterate(in)) {
-      out += (first ? "" : sep) + (attr.is_undefined() ? x : attribute_of(x, attr.to_str())).to_str();
+      const std::string piece = (attr.is_undefined() ? x : attribute_of(x, attr.to_str())).to_str();
+      check_length(out.size() + sep.size() + piece.size());
+      out += (first ? "" : sep) + piece;
       first = false;
     }
     return Value(out);
@@ -592,6 +625,7 @@ Value apply_filter(const std::string& name, const Value& in, CallArgs& a) {
   }
   if (name == "indent") {
     const Value w = a.get(0, "width", Value(int64_t{4}));
+    if (!w.is_string() && (w.as_int() < 0 || w.as_int() > 1024)) type_error("indent width must be 0 to 1024");
     const std::string pad = w.is_string() ? w.str() : std::string(static_cast<size_t>(w.as_int()), ' ');
     return Value(indent_text(in.to_str(), pad, a.get(1, "first").truthy(), a.get(2, "blank").truthy()));
   }
@@ -655,7 +689,11 @@ Value binary(const std::string& op, const Value& a, const Value& b) {
   if (op == ">") return Value(compare(a, b) > 0);
   if (op == "<=") return Value(compare(a, b) <= 0);
   if (op == ">=") return Value(compare(a, b) >= 0);
-  if (op == "~") return Value(a.to_str() + b.to_str());
+  if (op == "~") {
+    const std::string x = a.to_str(), y = b.to_str();
+    check_length(x.size() + y.size());
+    return Value(x + y);
+  }
   if (op == "in" || op == "not in") {
     bool r = false;
     if (b.is_string()) {
@@ -671,10 +709,14 @@ Value binary(const std::string& op, const Value& a, const Value& b) {
     return Value(op == "in" ? r : !r);
   }
   if (op == "+") {
-    if (ints) return Value(a.as_int() + b.as_int());
+    if (ints) return Value(checked_add(a.as_int(), b.as_int()));
     if (nums) return Value(a.as_float() + b.as_float());
-    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+    if (a.is_string() && b.is_string()) {
+      check_length(a.str().size() + b.str().size());
+      return Value(a.str() + b.str());
+    }
     if (a.is_array() && b.is_array()) {
+      check_length(a.array().size() + b.array().size());
       Array r = a.array();
       r.insert(r.end(), b.array().begin(), b.array().end());
       return Value(r);
@@ -684,13 +726,15 @@ Value binary(const std::string& op, const Value& a, const Value& b) {
   }
   if (op == "*" && ((a.is_string() && b.kind() == K::Int) || (a.kind() == K::Int && b.is_string()))) {
     const std::string& s = a.is_string() ? a.str() : b.str();
+    const int64_t times = std::max<int64_t>(0, a.is_string() ? b.as_int() : a.as_int());
+    if (!s.empty()) check_length(times > static_cast<int64_t>(kMaxStringBytes) ? kMaxStringBytes + 1 : s.size() * static_cast<size_t>(times));
     std::string r;
-    for (int64_t i = 0; i < (a.is_string() ? b.as_int() : a.as_int()); ++i) r += s;
+    for (int64_t i = 0; i < times && !s.empty(); ++i) r += s;
     return Value(r);
   }
   if (!nums) return unsupported();
-  if (op == "-") return ints ? Value(a.as_int() - b.as_int()) : Value(a.as_float() - b.as_float());
-  if (op == "*") return ints ? Value(a.as_int() * b.as_int()) : Value(a.as_float() * b.as_float());
+  if (op == "-") return ints ? Value(checked_sub(a.as_int(), b.as_int())) : Value(a.as_float() - b.as_float());
+  if (op == "*") return ints ? Value(checked_mul(a.as_int(), b.as_int())) : Value(a.as_float() * b.as_float());
   if (op == "/") {
     if (b.as_float() == 0) type_error("division by zero");
     return Value(a.as_float() / b.as_float());
@@ -699,6 +743,7 @@ Value binary(const std::string& op, const Value& a, const Value& b) {
     if (b.as_float() == 0) type_error("integer division or modulo by zero");
     if (ints) {
       const int64_t x = a.as_int(), y = b.as_int();
+      if (x == INT64_MIN && y == -1) type_error("integer overflow");
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;  // Python floors
       return op == "//" ? Value(q) : Value(r);
@@ -708,9 +753,12 @@ Value binary(const std::string& op, const Value& a, const Value& b) {
   }
   if (op == "**") {
     if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
-      return Value(r);
+      const int64_t base = a.as_int(), e = b.as_int();
+      int64_t p = 1;
+      if (base >= -1 && base <= 1) p = base == 0 ? (e == 0 ? 1 : 0) : (base == -1 && e % 2 ? -1 : 1);
+      else
+        for (int64_t i = 0; i < e; ++i) p = checked_mul(p, base);  // overflows within 63
+      return Value(p);
     }
     return Value(std::pow(a.as_float(), b.as_float()));
   }

@@ -6,6 +6,7 @@
 
 #include "lily/error.h"
 #include "lily/text/jinja/builtins.h"
+#include "lily/text/jinja/limits.h"
 
 namespace lily::jinja {
 
@@ -48,6 +49,31 @@ class Renderer {
     throw Error("template error at line " + std::to_string(line) + ": " + why);
   }
 
+  // Counts one step of the render and one level of its nesting; the level
+  // is given back when the guard goes.
+  class Budget {
+   public:
+    Budget(Renderer& r, int line) : r_(r) {
+      if (++r_.steps_ > kMaxRenderSteps)
+        fail(line, "the render took more than " + std::to_string(kMaxRenderSteps) + " steps");
+      if (++r_.depth_ > kMaxRenderDepth) {
+        --r_.depth_;
+        fail(line, "the render nested deeper than " + std::to_string(kMaxRenderDepth) +
+                       " levels (a macro that calls itself without end?)");
+      }
+    }
+    ~Budget() { --r_.depth_; }
+
+   private:
+    Renderer& r_;
+  };
+
+  static void append_output(std::string& out, const std::string& s, int line) {
+    if (out.size() + s.size() > kMaxStringBytes)
+      fail(line, "the output grew past " + std::to_string(kMaxStringBytes) + " bytes");
+    out += s;
+  }
+
   Flow exec_body(const Body& body, const FramePtr& f, std::string& out) {
     for (const auto& n : body) {
       const Flow fl = exec(*n, f, out);
@@ -57,9 +83,10 @@ class Renderer {
   }
 
   Flow exec(const Node& n, const FramePtr& f, std::string& out) {
+    const Budget budget(*this, n.line);
     switch (n.type) {
-      case Node::Type::Text: out += n.text; return Flow::Normal;
-      case Node::Type::Output: out += eval(*n.expr, f).to_str(); return Flow::Normal;
+      case Node::Type::Text: append_output(out, n.text, n.line); return Flow::Normal;
+      case Node::Type::Output: append_output(out, eval(*n.expr, f).to_str(), n.line); return Flow::Normal;
       case Node::Type::If:
         for (const auto& [cond, body] : n.branches)
           if (!cond || eval(*cond, f).truthy()) return exec_body(body, f, out);
@@ -77,7 +104,7 @@ class Renderer {
       case Node::Type::FilterBlock: {
         std::string captured;
         exec_body(n.body, f, captured);
-        out += eval_with_block(*n.filter, f, Value(captured)).to_str();
+        append_output(out, eval_with_block(*n.filter, f, Value(captured)).to_str(), n.line);
         return Flow::Normal;
       }
       case Node::Type::Macro: f->vars[n.name] = make_macro(n, f); return Flow::Normal;
@@ -86,7 +113,7 @@ class Renderer {
         auto inner = std::make_shared<Frame>();
         inner->parent = f;
         inner->vars["caller"] = make_macro(n, f);
-        out += eval(*n.expr, inner).to_str();
+        append_output(out, eval(*n.expr, inner).to_str(), n.line);
         return Flow::Normal;
       }
       case Node::Type::Break: return Flow::Break;
@@ -122,15 +149,24 @@ class Renderer {
     const std::string ns = target.substr(0, dot), attr = target.substr(dot + 1);
     const Value* obj = f->lookup(ns);
     if (!obj || !obj->is_namespace()) fail(n.line, "cannot assign attribute on non-namespace object '" + ns + "'");
+    if (v.is_function() || v.holds(obj->identity()))
+      fail(n.line, "a namespace cannot hold itself or a function ('" + target + "')");
     const_cast<Value*>(obj)->object().set(attr, v);  // namespaces share their mapping
   }
 
+  // The macro refers to the frame that defines it without owning it (the
+  // frame holds the macro: owning it back would be a cycle that keeps every
+  // frame, and the request's messages, alive after the render). The
+  // renderer keeps such frames until the render ends.
   Value make_macro(const Node& n, const FramePtr& defining) {
     const Node* node = &n;
+    defining_frames_.push_back(defining);
+    const Frame* scope = defining.get();
     return Value::function(
-        [this, node, defining](CallArgs& args) {
+        [this, node, scope](CallArgs& args) {
+          const Budget budget(*this, node->line);
           auto f = std::make_shared<Frame>();
-          f->parent = defining;
+          f->parent = std::shared_ptr<Frame>(std::shared_ptr<Frame>(), const_cast<Frame*>(scope));
           size_t pos = 0;
           for (const auto& p : node->params) {
             Value v;
@@ -219,6 +255,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e, const FramePtr& f) {
+    const Budget budget(*this, e.line);
     switch (e.type) {
       case Expr::Type::Literal: return e.name == "__block__" ? block_ : e.literal;
       case Expr::Type::Name: {
@@ -296,6 +333,7 @@ class Renderer {
         Value v = eval(*e.children[0], f);
         if (!v.is_number()) fail(e.line, "bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
         if (e.name == "+") return v;
+        if (v.kind() == Value::Kind::Int && v.as_int() == INT64_MIN) fail(e.line, "integer overflow");
         return v.kind() == Value::Kind::Int ? Value(-v.as_int()) : Value(-v.as_float());
       }
       case Expr::Type::Binary: {
@@ -341,7 +379,10 @@ class Renderer {
   }
 
   FramePtr globals_;
+  std::vector<FramePtr> defining_frames_;
   Value block_;
+  uint64_t steps_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

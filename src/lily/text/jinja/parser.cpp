@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lily/error.h"
+#include "lily/text/jinja/limits.h"
 
 namespace lily::jinja {
 
@@ -21,11 +22,22 @@ struct Segment {
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-int line_at(const std::string& s, size_t pos) {
-  int line = 1;
-  for (size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
-  return line;
-}
+// Line numbers of positions asked for in increasing order, counted once
+// (a template of many tags must not cost the square of its length).
+class LineCounter {
+ public:
+  explicit LineCounter(const std::string& s) : s_(s) {}
+  int at(size_t pos) {
+    if (pos < pos_) pos_ = 0, line_ = 1;
+    for (; pos_ < pos && pos_ < s_.size(); ++pos_) line_ += s_[pos_] == '\n';
+    return line_;
+  }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+  int line_ = 1;
+};
 
 // Finds the end of a tag whose inside starts at `from`, skipping string
 // literals and bracketed expressions (so "{{ {'a': {}} }}" closes at the end).
@@ -56,6 +68,7 @@ std::vector<Segment> segment(std::string src) {
     if (!src.empty() && src.back() == '\r') src.pop_back();
   }
   std::vector<Segment> out;
+  LineCounter lines(src);
   size_t pos = 0;
   bool line_starting = true;  // the previous tag ended at a line start (its newline was trimmed)
   bool strip_next = false;    // the previous tag ended with "-"
@@ -73,7 +86,7 @@ std::vector<Segment> segment(std::string src) {
       text.erase(0, k);
     }
     if (open == std::string::npos) {
-      if (!text.empty()) out.push_back({Segment::Text, text, line_at(src, pos)});
+      if (!text.empty()) out.push_back({Segment::Text, text, lines.at(pos)});
       break;
     }
     const char kind = src[open + 1];
@@ -94,8 +107,8 @@ std::vector<Segment> segment(std::string src) {
         if (only_ws) text.erase(l_pos);
       }
     }
-    if (!text.empty()) out.push_back({Segment::Text, text, line_at(src, pos)});
-    const int line = line_at(src, open);
+    if (!text.empty()) out.push_back({Segment::Text, text, lines.at(pos)});
+    const int line = lines.at(open);
     const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     size_t end = kind == '#' ? src.find("#}", inner) : find_close(src, inner, close);
     if (end == std::string::npos)
@@ -187,8 +200,12 @@ std::vector<Tok> lex(const std::string& s, int line) {
       std::string t = s.substr(i, j - i);
       t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
       Tok tok{is_float ? Tok::Float : Tok::Int, t};
-      if (is_float) tok.num = std::stod(t);
-      else tok.inum = std::stoll(t);
+      try {
+        if (is_float) tok.num = std::stod(t);
+        else tok.inum = std::stoll(t);
+      } catch (const std::out_of_range&) {
+        throw fail("number out of range: " + t);
+      }
       out.push_back(tok);
       i = j;
     } else if (c == '\'' || c == '"') {
@@ -268,6 +285,15 @@ class ExprParser {
     if (!at_end()) fail("unexpected '" + peek().text + "'");
   }
 
+  // One level of expression nesting, given back when the guard goes.
+  struct Nest {
+    explicit Nest(ExprParser& p) : p_(p) {
+      if (++p_.depth_ > kMaxSyntaxDepth) p_.fail("expression nested too deeply");
+    }
+    ~Nest() { --p_.depth_; }
+    ExprParser& p_;
+  };
+
   ExprPtr make(Expr::Type t) {
     auto e = std::make_unique<Expr>(t);
     e->line = line_;
@@ -276,6 +302,7 @@ class ExprParser {
 
   // expression := or ['if' or ['else' expression]]
   ExprPtr expression(bool allow_conditional = true) {
+    const Nest nest(*this);
     ExprPtr e = or_expr();
     if (allow_conditional && is_name("if")) {
       ++i_;
@@ -310,6 +337,7 @@ class ExprParser {
     return e;
   }
   ExprPtr not_expr() {
+    const Nest nest(*this);
     if (accept_name("not")) {
       auto n = make(Expr::Type::Not);
       n->children.push_back(not_expr());
@@ -362,6 +390,7 @@ class ExprParser {
   ExprPtr math2() { return binary_chain(&ExprParser::power, {"*", "/", "//", "%"}); }
   ExprPtr power() { return binary_chain(&ExprParser::unary, {"**"}); }
   ExprPtr unary() {
+    const Nest nest(*this);
     if (is_op("-") || is_op("+")) {
       auto n = make(Expr::Type::Unary);
       n->name = t_[i_++].text;
@@ -531,6 +560,7 @@ class ExprParser {
   std::vector<Tok> t_;
   size_t i_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // ---------------------------------------------------------------- statements
@@ -540,6 +570,13 @@ class StmtParser {
   explicit StmtParser(std::vector<Segment> segs) : s_(std::move(segs)) {}
 
   Body parse_until(const std::set<std::string>& ends, std::string* found) {
+    if (++depth_ > kMaxSyntaxDepth)
+      throw Error("template syntax error at line " + std::to_string(i_ < s_.size() ? s_[i_].line : 0) +
+                  ": blocks nested more than " + std::to_string(kMaxSyntaxDepth) + " deep");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     Body body;
     while (i_ < s_.size()) {
       const Segment& seg = s_[i_];
@@ -737,6 +774,7 @@ class StmtParser {
 
   std::vector<Segment> s_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -1,12 +1,59 @@
 #include "lily/text/jinja/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "lily/error.h"
+#include "lily/text/jinja/limits.h"
 
 namespace lily::jinja {
+
+namespace {
+
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth)
+    throw Error("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+}
+
+// Lists and mappings are freed one at a time from a queue rather than by
+// recursion, so a value nested to any depth cannot overflow the stack when
+// it goes away.
+struct Reaper {
+  template <class T>
+  void operator()(T* p) const {
+    thread_local std::vector<std::pair<void*, void (*)(void*)>> pending;
+    thread_local bool draining = false;
+    pending.emplace_back(p, [](void* q) { delete static_cast<T*>(q); });
+    if (draining) return;
+    draining = true;
+    while (!pending.empty()) {
+      const auto next = pending.back();
+      pending.pop_back();
+      next.second(next.first);  // may queue the containers it held
+    }
+    draining = false;
+  }
+};
+
+}  // namespace
+
+Value::Value(Array a) : kind_(Kind::Array), arr_(new Array(std::move(a)), Reaper{}) {}
+Value::Value(Object o) : kind_(Kind::Object), obj_(new Object(std::move(o)), Reaper{}) {}
+
+bool Value::holds(const void* container, int depth) const {
+  if (container == nullptr) return false;
+  if (identity() == container) return true;
+  check_depth(depth);
+  if (is_array())
+    for (const Value& v : *arr_)
+      if (v.holds(container, depth + 1)) return true;
+  if (is_object())
+    for (const auto& kv : obj_->items())
+      if (kv.second.holds(container, depth + 1)) return true;
+  return false;
+}
 
 const Value* Object::find(const std::string& k) const {
   auto it = index_.find(k);
@@ -138,6 +185,9 @@ void json_string(const std::string& s, std::string& out) {
 }
 
 void to_json_impl(const Value& v, int indent, bool sort_keys, int depth, std::string& out) {
+  check_depth(depth);
+  if (out.size() > kMaxStringBytes)
+    throw Error("tojson output longer than " + std::to_string(kMaxStringBytes) + " bytes");
   const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
   const std::string nl_end = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
   const std::string item_sep = indent >= 0 ? "," : ", ";
@@ -197,7 +247,10 @@ std::string Value::to_str() const {
   }
 }
 
-std::string Value::repr() const {
+std::string Value::repr() const { return repr_at(0); }
+
+std::string Value::repr_at(int depth) const {
+  check_depth(depth);
   switch (kind_) {
     case Kind::Undefined: return "";
     case Kind::None: return "None";
@@ -207,7 +260,7 @@ std::string Value::repr() const {
     case Kind::String: return python_string_repr(*str_);
     case Kind::Array: {
       std::string s = "[";
-      for (size_t i = 0; i < arr_->size(); ++i) s += (i ? ", " : "") + (*arr_)[i].repr();
+      for (size_t i = 0; i < arr_->size(); ++i) s += (i ? ", " : "") + (*arr_)[i].repr_at(depth + 1);
       return s + "]";
     }
     case Kind::Object: {
@@ -215,7 +268,7 @@ std::string Value::repr() const {
       std::string s = "{";
       bool first = true;
       for (const auto& [k, v] : obj_->items()) {
-        s += (first ? "" : ", ") + python_string_repr(k) + ": " + v.repr();
+        s += (first ? "" : ", ") + python_string_repr(k) + ": " + v.repr_at(depth + 1);
         first = false;
       }
       return s + "}";
@@ -246,7 +299,8 @@ std::string Value::type_name() const {
   return "?";
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+  check_depth(depth);
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
@@ -256,19 +310,20 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       Array a;
-      for (const auto& e : j) a.push_back(from_json(e));
+      for (const auto& e : j) a.push_back(from_json(e, depth + 1));
       return Value(std::move(a));
     }
     case nlohmann::ordered_json::value_t::object: {
       Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), from_json(it.value(), depth + 1));
       return Value(std::move(o));
     }
     default: return Value();
   }
 }
 
-bool equals(const Value& a, const Value& b) {
+bool equals(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   using K = Value::Kind;
   const bool an = a.is_number() || a.kind() == K::Bool, bn = b.is_number() || b.kind() == K::Bool;
   if (an && bn) return a.as_float() == b.as_float();
@@ -280,14 +335,14 @@ bool equals(const Value& a, const Value& b) {
     case K::Array: {
       if (a.array().size() != b.array().size()) return false;
       for (size_t i = 0; i < a.array().size(); ++i)
-        if (!equals(a.array()[i], b.array()[i])) return false;
+        if (!equals(a.array()[i], b.array()[i], depth + 1)) return false;
       return true;
     }
     case K::Object: {
       if (a.object().size() != b.object().size()) return false;
       for (const auto& [k, v] : a.object().items()) {
         const Value* o = b.object().find(k);
-        if (o == nullptr || !equals(v, *o)) return false;
+        if (o == nullptr || !equals(v, *o, depth + 1)) return false;
       }
       return true;
     }
@@ -295,13 +350,14 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b) {
+int compare(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   const bool an = a.is_number() || a.kind() == Value::Kind::Bool, bn = b.is_number() || b.kind() == Value::Kind::Bool;
   if (an && bn) return a.as_float() < b.as_float() ? -1 : a.as_float() > b.as_float() ? 1 : 0;
   if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : a.str() == b.str() ? 0 : 1;
   if (a.is_array() && b.is_array()) {
     for (size_t i = 0; i < a.array().size() && i < b.array().size(); ++i)
-      if (int c = compare(a.array()[i], b.array()[i])) return c;
+      if (int c = compare(a.array()[i], b.array()[i], depth + 1)) return c;
     return a.array().size() < b.array().size() ? -1 : a.array().size() > b.array().size() ? 1 : 0;
   }
   throw Error("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");

@@ -45,8 +45,8 @@ class Value {
   Value(double d) : kind_(Kind::Float), float_(d) {}
   Value(std::string s) : kind_(Kind::String), str_(std::make_shared<std::string>(std::move(s))) {}
   Value(const char* s) : Value(std::string(s)) {}
-  Value(Array a) : kind_(Kind::Array), arr_(std::make_shared<Array>(std::move(a))) {}
-  Value(Object o) : kind_(Kind::Object), obj_(std::make_shared<Object>(std::move(o))) {}
+  Value(Array a);
+  Value(Object o);
   static Value function(Function f, std::string name);
   // A namespace(): a mapping whose attributes templates may assign.
   static Value namespace_object(Object o);
@@ -78,9 +78,16 @@ class Value {
   std::string to_json(int indent = -1, bool sort_keys = false) const;  // json.dumps(ensure_ascii=False)
   std::string type_name() const;  // Python-ish type name for messages
 
-  static Value from_json(const nlohmann::ordered_json& j);
+  // Throws lily::Error for JSON nested deeper than kMaxValueDepth.
+  static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
+  // True when this value is `container` or holds it at any depth (by
+  // identity): the check that keeps a list or namespace from containing itself.
+  bool holds(const void* container, int depth = 0) const;
+  const void* identity() const { return arr_ ? static_cast<const void*>(arr_.get()) : obj_.get(); }
 
  private:
+  std::string repr_at(int depth) const;
+
   Kind kind_ = Kind::Undefined;
   bool is_namespace_ = false;
   int64_t int_ = 0;
@@ -91,9 +98,9 @@ class Value {
   std::shared_ptr<Function> fn_;
 };
 
-bool equals(const Value& a, const Value& b);
+bool equals(const Value& a, const Value& b, int depth = 0);
 // Python ordering for sort and comparisons; throws on unorderable kinds.
-int compare(const Value& a, const Value& b);
+int compare(const Value& a, const Value& b, int depth = 0);
 std::string python_float_repr(double d);
 
 struct CallArgs {
