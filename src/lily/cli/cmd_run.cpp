@@ -1,10 +1,12 @@
 // `lily run [MODEL] PROMPT`: one chat turn, streamed to the terminal.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "lily/cli/answer_printer.h"
 #include "lily/cli/commands.h"
 #include "lily/cli/generation_flags.h"
+#include "lily/error.h"
 #include "lily/runtime/generator.h"
 #include "lily/text/output_parser.h"
 
@@ -26,6 +28,9 @@ Command add_run_command(CLI::App& app) {
   return {sub, [o]() {
             const std::string model = o->args.size() == 2 ? o->args[0] : default_model();
             const std::string prompt = o->args.back();
+            std::error_code ec;
+            if (o->args.size() == 1 && std::filesystem::is_directory(prompt, ec))
+              throw Error("'" + prompt + "' is a directory, not a prompt: give the prompt after the model (lily run MODEL \"PROMPT\")");
             auto engine = Engine::load(model);
             ChatRequest req;
             if (!o->gen.system.empty()) req.messages.push_back({{"role", "system"}, {"content", o->gen.system}});
@@ -33,6 +38,12 @@ Command add_run_command(CLI::App& app) {
             req.kwargs["enable_thinking"] = !o->gen.no_think;
             GenerationRequest g;
             g.prompt = engine->chat_prompt(req);
+            const int64_t ctx = o->gen.context > 0 ? o->gen.context : engine->model().config().max_position_embeddings;
+            const int64_t prompt_tokens = static_cast<int64_t>(g.prompt.size());
+            if (ctx > 0 && prompt_tokens + o->gen.max_tokens > ctx)
+              throw Error("the prompt has " + std::to_string(prompt_tokens) + " tokens and --max-tokens is " +
+                          std::to_string(o->gen.max_tokens) + ": together more than the context of " +
+                          std::to_string(ctx) + " tokens");
             o->gen.check_memory(*engine, static_cast<int64_t>(g.prompt.size()) + o->gen.max_tokens,
                                 static_cast<int64_t>(g.prompt.size()));
             o->gen.cpu.apply();

@@ -67,6 +67,20 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may run (default 600)")
       ->check(CLI::Range(0.001, 1e9));
   sub->add_option("--max-body", o->server.max_body_bytes, "largest request body in bytes");
+  sub->add_option("--head-timeout", o->server.http.head_timeout_s,
+                  "seconds a client has to send a request's head, whole (default 10)")
+      ->check(CLI::Range(0.01, 3600.0));
+  sub->add_option("--body-timeout", o->server.http.body_timeout_s,
+                  "seconds a client has to send a request's body, whole (default 60)")
+      ->check(CLI::Range(0.01, 86400.0));
+  sub->add_option("--max-connections", o->server.http.max_connections, "connections open at once (default 1024)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20));
+  sub->add_option("--max-connections-per-client", o->server.http.max_connections_per_address,
+                  "connections open at once from one client address (default 256)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20));
+  sub->add_flag("--special-tokens-in-content", o->server.special_tokens_in_content,
+                "let text in messages and tool results that spells a control token (<|im_end|>, <tool_call>, ...) "
+                "become that token, as plain templating does (off: it stays text)");
   sub->add_flag("--cors", o->server.cors, "answer browsers from other origins (off by default)");
   sub->add_option("--cors-origin", o->server.cors_origin, "the allowed origin with --cors (default *)");
   sub->add_option("--memory-budget", o->budget_gb, "GiB for weights, sequences and cache; refuse to start beyond it");
@@ -76,6 +90,11 @@ Command add_serve_command(CLI::App& app) {
             o->cpu.apply();
             const std::string model = o->model.empty() ? default_model() : o->model[0];
             const double budget = memory_budget_gb(o->budget_gb, o->deployment_config);
+            const std::string& host = o->server.host;
+            const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+            if (!loopback && o->server.api_key.empty())
+              std::cerr << "lily serve: warning: listening on " << host
+                        << " without --api-key: anyone who can reach this address can use the model\n";
             o->server.scheduler.cache_enabled = !o->no_cache;
             o->server.scheduler.cache_bytes = static_cast<size_t>(o->cache_gb * (1ull << 30));
             server::HttpServer srv(o->server);

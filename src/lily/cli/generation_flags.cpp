@@ -1,5 +1,6 @@
 #include "lily/cli/generation_flags.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -21,7 +22,8 @@ void GenerationFlags::add_to(CLI::App* app) {
   app->add_option("--seed", seed, "random seed for reproducible sampling");
   app->add_option("--logit-bias", logit_bias, "ID=BIAS added to a token's logit (repeatable)");
   app->add_option("--stop", stop, "stop when this text is generated (repeatable)");
-  app->add_option("--max-tokens", max_tokens, "maximum tokens to generate")->check(CLI::PositiveNumber);
+  app->add_option("--max-tokens", max_tokens, "maximum tokens to generate")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   app->add_flag("--no-think", no_think, "answer without a reasoning phase (enable_thinking=false)");
   app->add_flag("--hide-reasoning", hide_reasoning, "do not print the reasoning");
   app->add_option("--system", system, "system prompt");
@@ -42,14 +44,24 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
   if (frequency_penalty) p.frequency_penalty = *frequency_penalty;
   if (repetition_penalty) p.repetition_penalty = *repetition_penalty;
   if (seed) p.seed = *seed;
+  const int64_t vocab = engine.model().config().vocab_size;
   for (const auto& b : logit_bias) {
     const size_t eq = b.find('=');
+    int64_t id = -1;
+    float bias = 0;
     try {
+      size_t used_id = 0, used_bias = 0;
       if (eq == std::string::npos) throw std::invalid_argument(b);
-      p.logit_bias[std::stoi(b.substr(0, eq))] = std::stof(b.substr(eq + 1));
+      id = std::stoll(b.substr(0, eq), &used_id);
+      bias = std::stof(b.substr(eq + 1), &used_bias);
+      if (used_id != eq || used_bias != b.size() - eq - 1) throw std::invalid_argument(b);
     } catch (const std::exception&) {
       throw Error("--logit-bias: '" + b + "' is not ID=BIAS");
     }
+    if (id < 0 || id >= vocab)
+      throw Error("--logit-bias: token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")");
+    if (!std::isfinite(bias)) throw Error("--logit-bias: the bias for token " + std::to_string(id) + " must be a finite number");
+    p.logit_bias[static_cast<int32_t>(id)] = bias;
   }
   p.validate();
   return p;

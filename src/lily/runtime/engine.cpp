@@ -42,10 +42,16 @@ std::unique_ptr<Engine> Engine::load(const std::string& path_or_repo) {
   return e;
 }
 
-std::vector<int32_t> Engine::chat_prompt(const ChatRequest& req, std::string* text) const {
-  const std::string rendered = template_->render(req);
-  if (text) *text = rendered;
-  return tokenizer_->encode(rendered);
+std::vector<int32_t> Engine::chat_prompt(const ChatRequest& req, std::string* text, bool content_tokens_as_text) const {
+  if (!content_tokens_as_text) {
+    const std::string rendered = template_->render(req);
+    if (text) *text = rendered;
+    return tokenizer_->encode(rendered);
+  }
+  const std::string rendered =
+      template_->render(req, [this](std::string_view s) { return tokenizer_->mark_as_text(s); });
+  if (text) *text = tokenizer_->unmark(rendered);
+  return tokenizer_->encode_marked(rendered);
 }
 
 }  // namespace lily

@@ -26,8 +26,14 @@ class Engine {
   const std::vector<int64_t>& stop_ids() const { return stop_ids_; }
   const std::string& dir() const { return dir_; }
 
-  // Renders and tokenizes a chat request; throws lily::Error on template errors.
-  std::vector<int32_t> chat_prompt(const ChatRequest& req, std::string* text = nullptr) const;
+  // Renders and tokenizes a chat request; throws lily::Error on template
+  // errors. Only the template's own markup becomes control tokens: text in
+  // the messages, tools and arguments that spells one (<|im_end|>, <think>,
+  // <tool_call>, ...) is encoded as the text it is, so a file or tool result
+  // cannot close a turn and write its own. `content_tokens_as_text = false`
+  // restores the plain behaviour, where such text becomes the token.
+  std::vector<int32_t> chat_prompt(const ChatRequest& req, std::string* text = nullptr,
+                                   bool content_tokens_as_text = true) const;
 
  private:
   std::string dir_;

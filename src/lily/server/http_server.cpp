@@ -223,7 +223,7 @@ void HttpServer::routes() {
   auto generation = [this](bool chat) {
     return [this, chat](const http::Request& req, http::Response& res) {
       const json body = parse_body(req);
-      auto api = std::make_shared<ApiRequest>(chat ? parse_chat_request(body, *engine_)
+      auto api = std::make_shared<ApiRequest>(chat ? parse_chat_request(body, *engine_, !opt_.special_tokens_in_content)
                                                    : parse_completion_request(body, *engine_));
       const int64_t prompt = static_cast<int64_t>(api->prompt.size()), ctx = opt_.context;
       if (prompt >= ctx)

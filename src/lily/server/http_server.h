@@ -26,6 +26,7 @@ struct ServerOptions {
   double request_timeout_s = 600;       // a request still running after this ends with an error
   int64_t context = 0;                  // longest prompt + answer, in tokens (0: the model's maximum)
   std::string model_name;               // the id in /v1/models (default: the model directory's name)
+  bool special_tokens_in_content = false;  // text in messages may spell control tokens (Engine::chat_prompt)
   SchedulerOptions scheduler;
   http::ServerLimits http;              // connections, deadlines (max_body_bytes above sets the body limit)
 

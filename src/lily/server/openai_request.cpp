@@ -193,7 +193,7 @@ json normalize_messages(const json& messages) {
   return out;
 }
 
-ApiRequest parse_chat_request(const json& body, const Engine& engine) {
+ApiRequest parse_chat_request(const json& body, const Engine& engine, bool content_tokens_as_text) {
   ApiRequest r;
   parse_common(body, engine, r);
   if (!body.contains("messages")) throw bad_field("messages", "is required");
@@ -273,7 +273,7 @@ ApiRequest parse_chat_request(const json& body, const Engine& engine) {
     r.params.top_logprobs = 0;
   }
   try {
-    r.prompt = engine.chat_prompt(chat, &r.prompt_text);
+    r.prompt = engine.chat_prompt(chat, &r.prompt_text, content_tokens_as_text);
   } catch (const Error& e) {
     throw ApiError(400, e.what());
   }

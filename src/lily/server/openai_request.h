@@ -35,7 +35,9 @@ struct ApiRequest {
 };
 
 // `body` is the parsed JSON; `defaults` the model's sampling defaults.
-ApiRequest parse_chat_request(const nlohmann::ordered_json& body, const Engine& engine);
+// `content_tokens_as_text`: see Engine::chat_prompt.
+ApiRequest parse_chat_request(const nlohmann::ordered_json& body, const Engine& engine,
+                              bool content_tokens_as_text = true);
 ApiRequest parse_completion_request(const nlohmann::ordered_json& body, const Engine& engine);
 
 // Reads the messages array into the template's form: text parts joined,

@@ -59,15 +59,15 @@ std::unique_ptr<ChatTemplate> ChatTemplate::from_model_dir(const std::string& di
   return std::make_unique<ChatTemplate>(source, token_text(cfg, "bos_token"), token_text(cfg, "eos_token"));
 }
 
-std::string ChatTemplate::render(const ChatRequest& req) const {
+std::string ChatTemplate::render(const ChatRequest& req, const std::function<std::string(std::string_view)>& mark_text) const {
   jinja::Object ctx;
-  ctx.set("messages", jinja::Value::from_json(req.messages));
-  if (!req.tools.is_null()) ctx.set("tools", jinja::Value::from_json(req.tools));
+  ctx.set("messages", jinja::Value::from_json(req.messages, mark_text));
+  if (!req.tools.is_null()) ctx.set("tools", jinja::Value::from_json(req.tools, mark_text));
   else ctx.set("tools", jinja::Value::none());
   ctx.set("add_generation_prompt", jinja::Value(req.add_generation_prompt));
   ctx.set("bos_token", jinja::Value(bos_));
   ctx.set("eos_token", jinja::Value(eos_));
-  for (auto it = req.kwargs.begin(); it != req.kwargs.end(); ++it) ctx.set(it.key(), jinja::Value::from_json(it.value()));
+  for (auto it = req.kwargs.begin(); it != req.kwargs.end(); ++it) ctx.set(it.key(), jinja::Value::from_json(it.value(), mark_text));
   try {
     return jinja::render(*tmpl_, ctx);
   } catch (const jinja::TemplateRaised& e) {

@@ -3,9 +3,11 @@
 // tokens and extra keyword arguments (enable_thinking, preserve_thinking, ...).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 namespace lily {
 namespace jinja {
@@ -27,8 +29,10 @@ class ChatTemplate {
   static std::unique_ptr<ChatTemplate> from_model_dir(const std::string& dir);
 
   // Throws lily::Error; for the template's own raise_exception() the message
-  // is "chat template error: <its message>".
-  std::string render(const ChatRequest& req) const;
+  // is "chat template error: <its message>". `mark_text`, when given, is
+  // applied to every string of the messages, tools and keyword arguments
+  // (Tokenizer::mark_as_text keeps their text from becoming control tokens).
+  std::string render(const ChatRequest& req, const std::function<std::string(std::string_view)>& mark_text = {}) const;
 
  private:
   std::shared_ptr<jinja::Template> tmpl_;

@@ -316,11 +316,8 @@ void Tokenizer::encode_ordinary(std::string_view raw, std::vector<int32_t>& out)
   pcre2_match_data_free(md);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
-  const size_t bad = find_invalid_utf8(text);
-  if (bad != std::string_view::npos) throw Error("input is not valid UTF-8 (byte " + std::to_string(bad) + ")");
-  std::vector<int32_t> out;
-  // Added tokens are matched on the raw text first; the text between them is ordinary.
+template <class Gap, class Token>
+void Tokenizer::scan_added(std::string_view text, Gap&& gap, Token&& token) const {
   std::vector<size_t> next(added_.size(), 0);
   for (size_t i = 0; i < added_.size(); ++i) next[i] = text.find(added_[i].content);
   size_t cur = 0;
@@ -331,12 +328,95 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       if (next[i] < best) best = next[i], which = i;  // longest first on equal positions (sorted)
     }
     if (best == std::string_view::npos) {
-      encode_ordinary(text.substr(cur), out);
-      break;
+      gap(text.substr(cur));
+      return;
     }
-    encode_ordinary(text.substr(cur, best - cur), out);
-    out.push_back(added_[which].id);
+    if (best > cur) gap(text.substr(cur, best - cur));
+    token(which);
     cur = best + added_[which].content.size();
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode_with(std::string_view text, bool marked) const {
+  const size_t bad = find_invalid_utf8(text);
+  if (bad != std::string_view::npos) throw Error("input is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  std::vector<int32_t> out;
+  scan_added(
+      text,
+      [&](std::string_view gap) {
+        if (marked) encode_ordinary(unmark(gap), out);
+        else encode_ordinary(gap, out);
+      },
+      [&](size_t which) { out.push_back(added_[which].id); });
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const { return encode_with(text, false); }
+std::vector<int32_t> Tokenizer::encode_marked(std::string_view rendered) const { return encode_with(rendered, true); }
+
+namespace {
+// U+FDD0, a noncharacter: text never needs it, and no token contains it.
+// In marked text, S S stands for S itself, S{n} for added token n, and a
+// lone S (set at an edge) for nothing.
+constexpr std::string_view kMark = "\xEF\xB7\x90";
+}  // namespace
+
+std::string Tokenizer::mark_as_text(std::string_view text) const {
+  std::string out;
+  out.reserve(text.size());
+  // A token that the template's next or previous markup could complete
+  // across the edge of this text is cut off from it with a lone mark.
+  auto completes_across_edge = [&](bool at_start) {
+    for (const auto& a : added_) {
+      const std::string_view c = a.content;
+      for (size_t k = 1; k < c.size(); ++k)
+        if (at_start ? text.substr(0, c.size() - k) == c.substr(k) && text.size() >= c.size() - k
+                     : text.size() >= k && text.substr(text.size() - k) == c.substr(0, k))
+          return true;
+    }
+    return false;
+  };
+  if (!text.empty() && completes_across_edge(true)) out += kMark;
+  scan_added(
+      text,
+      [&](std::string_view gap) {
+        for (size_t p = 0;;) {
+          const size_t m = gap.find(kMark, p);
+          out.append(gap.substr(p, m == std::string_view::npos ? std::string_view::npos : m - p));
+          if (m == std::string_view::npos) break;
+          out.append(kMark).append(kMark);
+          p = m + kMark.size();
+        }
+      },
+      [&](size_t which) { out.append(kMark).append("{" + std::to_string(which) + "}"); });
+  if (!text.empty() && completes_across_edge(false)) out += kMark;
+  return out;
+}
+
+std::string Tokenizer::unmark(std::string_view s) const {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t p = 0;;) {
+    const size_t m = s.find(kMark, p);
+    out.append(s.substr(p, m == std::string_view::npos ? std::string_view::npos : m - p));
+    if (m == std::string_view::npos) break;
+    p = m + kMark.size();
+    if (s.substr(p, kMark.size()) == kMark) {
+      out.append(kMark);
+      p += kMark.size();
+    } else if (p < s.size() && s[p] == '{') {
+      const size_t close = s.find('}', p);
+      size_t index = 0;
+      bool ok = close != std::string_view::npos && close > p + 1 && close - p <= 8;
+      for (size_t i = p + 1; ok && i < close; ++i) {
+        ok = s[i] >= '0' && s[i] <= '9';
+        index = index * 10 + static_cast<size_t>(s[i] - '0');
+      }
+      if (ok && index < added_.size()) {
+        out.append(added_[index].content);
+        p = close + 1;
+      }
+    }
   }
   return out;
 }

@@ -34,7 +34,18 @@ class Tokenizer {
   ~Tokenizer();
 
   // Throws lily::Error on invalid UTF-8.
+  // Added and special tokens are matched anywhere in `text`, as Hugging Face does.
   std::vector<int32_t> encode(std::string_view text) const;
+
+  // Text that must never become a control token (a message, a tool result,
+  // a tool's description) is marked before it is rendered into a prompt:
+  // every added token in it is replaced by an escape that no token matches.
+  // encode_marked() then makes control tokens of the template's own markup
+  // only, and turns each escape back into its text, encoded as text.
+  std::string mark_as_text(std::string_view text) const;
+  std::vector<int32_t> encode_marked(std::string_view rendered) const;
+  // The rendered prompt as plain text, escapes undone.
+  std::string unmark(std::string_view rendered) const;
   // Bytes of the tokens concatenated; may end inside a UTF-8 sequence.
   std::string decode_bytes(const std::vector<int32_t>& ids) const;
   // Bytes of one token ("" for an unknown id).
@@ -53,6 +64,11 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> build(const std::string& text, const std::string& source);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+  std::vector<int32_t> encode_with(std::string_view text, bool marked) const;
+  // Calls `gap` for the text between added tokens and `token` for each
+  // added token (by its index in added_), scanning leftmost, longest first.
+  template <class Gap, class Token>
+  void scan_added(std::string_view text, Gap&& gap, Token&& token) const;
 
   struct Regex;
   std::unique_ptr<Regex> split_;

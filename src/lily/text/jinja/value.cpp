@@ -299,7 +299,7 @@ std::string Value::type_name() const {
   return "?";
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
+Value Value::from_json(const nlohmann::ordered_json& j, const TextMap& map_text, int depth) {
   check_depth(depth);
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
@@ -307,15 +307,16 @@ Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
     case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
     case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value(map_text ? map_text(j.get_ref<const std::string&>()) : j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       Array a;
-      for (const auto& e : j) a.push_back(from_json(e, depth + 1));
+      for (const auto& e : j) a.push_back(from_json(e, map_text, depth + 1));
       return Value(std::move(a));
     }
     case nlohmann::ordered_json::value_t::object: {
       Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), from_json(it.value(), depth + 1));
+      for (auto it = j.begin(); it != j.end(); ++it) o.set(map_text ? map_text(it.key()) : it.key(), from_json(it.value(), map_text, depth + 1));
       return Value(std::move(o));
     }
     default: return Value();

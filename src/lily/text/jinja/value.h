@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,7 +80,9 @@ class Value {
   std::string type_name() const;  // Python-ish type name for messages
 
   // Throws lily::Error for JSON nested deeper than kMaxValueDepth.
-  static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
+  // `map_text`, when given, is applied to every string and key.
+  using TextMap = std::function<std::string(std::string_view)>;
+  static Value from_json(const nlohmann::ordered_json& j, const TextMap& map_text = {}, int depth = 0);
   // True when this value is `container` or holds it at any depth (by
   // identity): the check that keeps a list or namespace from containing itself.
   bool holds(const void* container, int depth = 0) const;
