@@ -130,3 +130,39 @@ TEST(Tokenizer, CorruptFilesGetClearErrors) {
 
 }  // namespace
 }  // namespace lily
+
+namespace lily {
+namespace {
+
+// A tokenizer.json with one vocabulary entry and the given added tokens.
+std::string tokenizer_with_added(const std::string& added) {
+  return R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+             "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "."}, "behavior": "Isolated"},
+             "added_tokens": [)" +
+         added + "]}";
+}
+
+std::string load_error(const std::string& text) {
+  try {
+    Tokenizer::from_json_text(text, "tokenizer.json");
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(TokenizerFile, AddedTokenIdsOutOfRangeAreErrorsNotHeapCorruption) {
+  EXPECT_EQ(load_error(tokenizer_with_added(R"({"id": 1, "content": "<x>"})")), "");
+  for (const char* id : {"-1", "1000000000", "4294967297", "18446744073709551615", "1.5", "\"7\""}) {
+    SCOPED_TRACE(id);
+    const std::string e = load_error(tokenizer_with_added(std::string(R"({"id": )") + id + R"(, "content": "<x>"})"));
+    EXPECT_NE(e.find("tokenizer.json"), std::string::npos) << e;
+  }
+  EXPECT_NE(load_error(tokenizer_with_added(R"({"id": -1, "content": "<x>"})")).find("has id -1"), std::string::npos);
+  EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": -3}, "merges": []}})").find("no valid id"),
+            std::string::npos);
+  EXPECT_NE(load_error(R"({"model": {"type": 7}})").find("tokenizer.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lily

@@ -203,6 +203,7 @@ class Renderer {
     if (n.filter) {
       Array kept;
       for (const Value& it : items) {
+        const Budget budget(*this, n.line);
         auto ff = std::make_shared<Frame>();
         ff->parent = f;
         bind_targets(n, it, ff);
@@ -216,6 +217,7 @@ class Renderer {
     }
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      const Budget budget(*this, n.line);  // an empty body still costs a step per item
       auto ff = std::make_shared<Frame>();
       ff->parent = f;
       bind_targets(n, items[i], ff);

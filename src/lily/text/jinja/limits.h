@@ -17,7 +17,7 @@ inline constexpr int kMaxSyntaxDepth = 128;
 // Nesting of one render: statements, expressions and macro calls together.
 inline constexpr int kMaxRenderDepth = 512;
 // Statements and expressions evaluated by one render.
-inline constexpr uint64_t kMaxRenderSteps = 20'000'000;
+inline constexpr uint64_t kMaxRenderSteps = 2'000'000;
 // Bytes of any one string a template makes, and of the rendered output.
 inline constexpr size_t kMaxStringBytes = size_t(64) << 20;
 
