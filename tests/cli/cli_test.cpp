@@ -84,12 +84,27 @@ TEST(Cli, BadInputGetsAClearErrorAndNoCrash) {
            {"info --model " + m + " --bogus-flag", "bogus-flag"},
            {"generate --tokens 1", "--model"},
            {"frobnicate", "frobnicate"},
+           {"run hi --max-tokens 0", "not in range 1 to 1073741824"},
+           {"run " + test::tiny_model_dir(), "is a directory, not a prompt"},
+           {"run hi --logit-bias 999999=1", "token id 999999 is outside the vocabulary"},
+           {"run hi --logit-bias 5=nan", "must be a finite number"},
+           {"run hi --logit-bias 5=1x", "is not ID=BIAS"},
+           {"run hi --max-tokens 40000", "more than the context of 32768 tokens"},
        }) {
     const auto r = test::run_lily(b.args);
     EXPECT_NE(r.exit_code, 0) << b.args;
     EXPECT_LT(r.exit_code, 128) << "crashed: " << b.args;
     EXPECT_NE((r.err + r.out).find(b.needle), std::string::npos) << b.args << "\n" << r.err;
   }
+}
+
+TEST(Cli, ARecursiveChatTemplateIsAnErrorNotACrash) {
+  test::TempDir d;
+  test::copy_dir(test::tiny_model_dir(), d.str());
+  test::write_file(d.str() + "/chat_template.jinja", "{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}");
+  const auto r = test::run_lily("run " + d.str() + " hi --max-tokens 2");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("nested deeper"), std::string::npos) << r.err;
 }
 
 }  // namespace
