@@ -1,5 +1,6 @@
 // The JSON-object prefix check behind response_format json_object.
 #include "lily/text/json_prefix.h"
+#include "lily/io/bounded_input.h"
 
 #include <gtest/gtest.h>
 
@@ -46,6 +47,21 @@ TEST(JsonPrefix, EndlessWhitespaceIsCut) {
   EXPECT_TRUE(j.push(std::string(JsonPrefix::kMaxWhitespaceRun, ' ')));
   EXPECT_FALSE(j.push(" "));
   EXPECT_TRUE(j.push("{\"s\": \"" + std::string(100, ' ') + "\"}"));  // inside strings spaces are content
+}
+
+}  // namespace
+}  // namespace lily
+
+namespace lily {
+namespace {
+
+TEST(JsonPrefix, NestingIsBounded) {
+  JsonPrefix p;
+  std::string open = "{\"a\":";
+  for (int i = 1; i < kMaxJsonDepth; ++i) open += "[";
+  EXPECT_TRUE(p.push(open));
+  EXPECT_FALSE(p.push("["));  // one level more would pass the bound
+  EXPECT_TRUE(p.push("1"));
 }
 
 }  // namespace

@@ -128,3 +128,22 @@ TEST(OutputParser, StreamsWithoutHoldingOrdinaryText) {
 
 }  // namespace
 }  // namespace lily
+
+namespace lily {
+namespace {
+
+TEST(OutputParser, ArgumentsNestedTooDeeplyStayText) {
+  // A model can write any nesting; a value deeper than the JSON bound stays
+  // the model's text instead of a structure later code would recurse into.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  OutputParser p(false, kTools);
+  ParsedDelta d = p.push("<tool_call>\n<function=get_weather>\n<parameter=tags>\n" + deep +
+                         "\n</parameter>\n</function>\n</tool_call>");
+  d.append(p.finish());
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments["tags"], deep);
+  EXPECT_EQ(d.tool_calls[0].arguments.dump(), "{\"tags\":\"" + deep + "\"}");
+}
+
+}  // namespace
+}  // namespace lily

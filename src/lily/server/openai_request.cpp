@@ -1,5 +1,7 @@
 #include "lily/server/openai_request.h"
 
+#include "lily/io/bounded_input.h"
+
 #include <cmath>
 #include <sstream>
 
@@ -169,6 +171,11 @@ json normalize_messages(const json& messages) {
           json args = json::object();
           if (fn.contains("arguments") && fn["arguments"].is_string()) {
             const std::string a = fn["arguments"].get<std::string>();
+            try {
+              check_json_depth(a, where + ".tool_calls arguments");
+            } catch (const Error& e) {
+              throw bad_field(where + ".tool_calls", e.what());
+            }
             args = a.empty() ? json::object() : json::parse(a, nullptr, false);
             if (args.is_discarded() || !args.is_object())
               throw bad_field(where + ".tool_calls", "the arguments of '" + fn["name"].get<std::string>() +

@@ -1,5 +1,7 @@
 #include "lily/text/json_prefix.h"
 
+#include "lily/io/bounded_input.h"
+
 namespace lily {
 
 namespace {
@@ -102,6 +104,7 @@ bool JsonPrefix::step(char c) {
         string_is_key_ = false;
         state_ = State::String;
       } else if (c == '{' || c == '[') {
+        if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) return false;  // what reads the answer walks it recursively
         stack_.push_back(c);
         state_ = c == '{' ? State::KeyOrEnd : State::ValueOrEnd;
       } else if (c == '-' || is_digit(c)) {

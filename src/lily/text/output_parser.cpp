@@ -1,5 +1,8 @@
 #include "lily/text/output_parser.h"
 
+#include "lily/error.h"
+#include "lily/io/bounded_input.h"
+
 #include <cstdlib>
 
 namespace lily {
@@ -185,6 +188,7 @@ ordered_json OutputParser::typed_value(const std::string& fn, const std::string&
   if (type.empty() || type == "string") return raw;
   const std::string v = trim(raw);
   try {
+    check_json_depth(v, "a tool call argument");  // the arguments are copied and written out recursively
     if (type == "integer" || type == "number") {
       ordered_json j = ordered_json::parse(v);
       if (j.is_number()) return j;
@@ -198,8 +202,9 @@ ordered_json OutputParser::typed_value(const std::string& fn, const std::string&
       return nullptr;
     }
   } catch (const ordered_json::exception&) {
+  } catch (const Error&) {
   }
-  return raw;  // does not fit the schema: keep the model's text
+  return raw;  // does not fit the schema (or nests too deeply): keep the model's text
 }
 
 }  // namespace lily
