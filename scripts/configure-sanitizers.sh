@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Configures a clang build with sanitizers: `asan` (AddressSanitizer with leak
+# detection + UndefinedBehaviorSanitizer, and the libFuzzer harnesses) into
+# build-asan, or `tsan` (ThreadSanitizer) into build-tsan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:?asan or tsan}" in
+  asan) dir=build-asan; flags=(-DLILY_SANITIZE=address,undefined -DLILY_BUILD_FUZZERS=ON) ;;
+  tsan) dir=build-tsan; flags=(-DLILY_SANITIZE=thread) ;;
+  *) echo "usage: $0 asan|tsan" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DLILY_BUILD_BENCHMARKS=OFF "${flags[@]}"
+echo "$dir"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The suite again under sanitizers (clang): everything with AddressSanitizer
+# (leaks detected) + UndefinedBehaviorSanitizer, and the scheduler, batching
+# and server tests with ThreadSanitizer. Called by scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="$(nproc)"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+bash scripts/configure-sanitizers.sh asan >/dev/null
+cmake --build build-asan -j"$jobs" --target lily lily_tests lily_server_tests
+(cd build-asan && ctest --output-on-failure -j"$jobs")
+
+bash scripts/configure-sanitizers.sh tsan >/dev/null
+cmake --build build-tsan -j"$jobs" --target lily lily_tests lily_server_tests
+# ThreadSanitizer maps fixed address ranges: run with the address space laid out as it expects.
+(cd build-tsan && setarch "$(uname -m)" -R ctest --output-on-failure -j"$jobs" -R 'Scheduler|BatchDecode|Session|Server|ThreadPool')
