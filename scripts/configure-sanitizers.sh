@@ -9,6 +9,7 @@ case "${1:?asan or tsan}" in
   tsan) dir=build-tsan; flags=(-DLILY_SANITIZE=thread) ;;
   *) echo "usage: $0 asan|tsan" >&2; exit 2 ;;
 esac
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DLILY_BUILD_BENCHMARKS=OFF "${flags[@]}"
+# -O1 with line tables: what the sanitizers advise, and a quicker build on two cores.
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -gline-tables-only" \
+  -DCMAKE_CXX_COMPILER=clang++ -DLILY_BUILD_BENCHMARKS=OFF "${flags[@]}"
 echo "$dir"

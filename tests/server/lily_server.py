@@ -22,7 +22,7 @@ class Server:
         while True:
             line = self.proc.stderr.readline()
             self.log += line
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
                 break

@@ -100,8 +100,8 @@ void prepare(const float* x, int64_t T, const Matrix& W, PackedInput& p) {
     if (W.bits == 4) kernels::deinterleave(x + t * C, C, p.xeo.data() + t * C, p.xeo.data() + t * C + C / 2);
   }
   p.in.x = x;
-  p.in.xe = p.xeo.data();
-  p.in.xo = p.xeo.data() + C / 2;
+  p.in.xe = W.bits == 4 ? p.xeo.data() : nullptr;  // the even/odd split is for 4-bit weights only
+  p.in.xo = W.bits == 4 ? p.xeo.data() + C / 2 : nullptr;
   p.in.x_stride = C;
   p.in.xsum = p.xsum.data();
   p.in.xsum_stride = groups;

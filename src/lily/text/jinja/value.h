@@ -24,7 +24,7 @@ class Object {
   Value* find(const std::string& k);
   void set(const std::string& k, Value v);
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below, where Value is complete
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
@@ -100,6 +100,8 @@ class Value {
   std::shared_ptr<Object> obj_;
   std::shared_ptr<Function> fn_;
 };
+
+inline size_t Object::size() const { return items_.size(); }
 
 bool equals(const Value& a, const Value& b, int depth = 0);
 // Python ordering for sort and comparisons; throws on unorderable kinds.
