@@ -15,6 +15,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p.push(b) != could) std::abort();
     if (could) accepted += b;
   }
-  if (p.complete() && !nlohmann::json::accept(accepted)) std::abort();
+  if (p.complete()) {
+    try {
+      (void)nlohmann::json::parse(accepted);
+    } catch (const nlohmann::json::out_of_range&) {
+      // a number beyond double (1e999): valid JSON that nlohmann will not hold
+    } catch (const nlohmann::json::exception&) {
+      std::abort();
+    }
+  }
   return 0;
 }

@@ -1,4 +1,4 @@
-// Any text through the real Qwen3 tokenizer: encoding is lossless, and text
+// Any text through the real Qwen3 tokenizer: encoding is lossless up to NFC, and text
 // marked as content never yields an added token and comes back unchanged.
 #include <cstdlib>
 
@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  if (tok->decode_bytes(tok->encode(s)) != s) std::abort();
+  if (tok->decode_bytes(tok->encode(s)) != lily::nfc(s)) std::abort();  // the tokenizer normalises to NFC
   const std::string marked = tok->mark_as_text(s);
   if (tok->unmark(marked) != s) std::abort();
   for (int32_t id : tok->encode_marked(marked))

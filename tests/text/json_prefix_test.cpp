@@ -66,3 +66,45 @@ TEST(JsonPrefix, NestingIsBounded) {
 
 }  // namespace
 }  // namespace lily
+
+namespace lily {
+namespace {
+
+// Found by fuzz_json_prefix: bytes that are not UTF-8 inside a string were
+// accepted, so a "complete" object could fail to parse.
+TEST(JsonPrefix, StringsHoldOnlyUtf8) {
+  JsonPrefix p;
+  EXPECT_TRUE(p.push("{\"a"));
+  EXPECT_FALSE(p.push("\xbe"));          // a continuation byte with no lead
+  EXPECT_FALSE(p.push("\xc0\x80"));      // an overlong form
+  EXPECT_FALSE(p.push("\xed\xa0\x80"));  // a surrogate
+  EXPECT_FALSE(p.push("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_TRUE(p.push("\xc3"));           // half a character may wait for the next token
+  EXPECT_FALSE(p.push("\""));            // but nothing else may come before its end
+  EXPECT_TRUE(p.push("\xa9\xe2\x82\xac\xf0\x9f\x98\x80\": 1}"));
+  EXPECT_TRUE(p.complete());
+}
+
+}  // namespace
+}  // namespace lily
+
+namespace lily {
+namespace {
+
+// Found by fuzz_json_prefix: a lone surrogate escape (\ude00) was accepted;
+// strict parsers, nlohmann's among them, refuse it.
+TEST(JsonPrefix, SurrogateEscapesComeInPairs) {
+  JsonPrefix p;
+  EXPECT_TRUE(p.push("{\"a\": \"\\ud"));
+  EXPECT_FALSE(p.push("e"));  // \ude.. would be a low surrogate on its own
+  EXPECT_TRUE(p.push("83d"));
+  EXPECT_FALSE(p.push("\""));  // the high one needs its low one
+  EXPECT_FALSE(p.push("\\n"));
+  EXPECT_FALSE(p.push("\\u0"));
+  EXPECT_FALSE(p.push("\xd8\x98"));  // nor may a character come between them
+  EXPECT_TRUE(p.push("\\ude00\\u00e9\"}"));
+  EXPECT_TRUE(p.complete());
+}
+
+}  // namespace
+}  // namespace lily

@@ -8,6 +8,7 @@ namespace {
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+int hex_value(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
 
 // Number sub-states, after: '-', '0', [1-9]digits, '.', frac digits, 'e', exp sign, exp digits.
 enum : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
@@ -127,17 +128,40 @@ bool JsonPrefix::step(char c) {
         return end_value();
       }
       return false;
-    case State::String:
+    case State::String: {
+      // Strings hold UTF-8: each lead byte sets the range its next byte must be
+      // in (no overlong forms, no surrogates, nothing past U+10FFFF).
+      const unsigned char u = static_cast<unsigned char>(c);
+      if (low_surrogate_due_ && c != '\\') return false;
+      if (utf8_left_ > 0) {
+        if (u < utf8_lo_ || u > utf8_hi_) return false;
+        --utf8_left_;
+        utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
+        return true;
+      }
+      if (u >= 0x80) {
+        if (u >= 0xC2 && u <= 0xDF) utf8_left_ = 1, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
+        else if (u == 0xE0) utf8_left_ = 2, utf8_lo_ = 0xA0, utf8_hi_ = 0xBF;
+        else if (u == 0xED) utf8_left_ = 2, utf8_lo_ = 0x80, utf8_hi_ = 0x9F;
+        else if (u >= 0xE1 && u <= 0xEF) utf8_left_ = 2, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
+        else if (u == 0xF0) utf8_left_ = 3, utf8_lo_ = 0x90, utf8_hi_ = 0xBF;
+        else if (u >= 0xF1 && u <= 0xF3) utf8_left_ = 3, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
+        else if (u == 0xF4) utf8_left_ = 3, utf8_lo_ = 0x80, utf8_hi_ = 0x8F;
+        else return false;  // a continuation byte without its lead, or an invalid lead
+        return true;
+      }
       if (c == '"') {
         if (string_is_key_) state_ = State::Colon;
         else end_value();
       } else if (c == '\\') {
         state_ = State::Escape;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
+      } else if (u < 0x20) {
         return false;  // control characters must be escaped
       }
       return true;
+    }
     case State::Escape:
+      if (low_surrogate_due_ && c != 'u') return false;
       if (c == 'u') {
         unicode_left_ = 4;
         state_ = State::Unicode;
@@ -146,10 +170,22 @@ bool JsonPrefix::step(char c) {
       if (std::string_view("\"\\/bfnrt").find(c) == std::string_view::npos) return false;
       state_ = State::String;
       return true;
-    case State::Unicode:
+    case State::Unicode: {
+      // Surrogates come in pairs (\uD83D\uDE00): a high one must be followed
+      // by a low one, and a low one alone is refused, at the first digit
+      // that decides it, so a decoder never writes itself into a dead end.
       if (!is_hex(c)) return false;
-      if (--unicode_left_ == 0) state_ = State::String;
+      const int h = hex_value(c), pos = 4 - unicode_left_;
+      if (pos == 0) unicode_first_ = h;
+      if (pos == 1) unicode_second_ = h;
+      if (low_surrogate_due_ && ((pos == 0 && h != 0xD) || (pos == 1 && h < 0xC))) return false;
+      if (!low_surrogate_due_ && pos == 1 && unicode_first_ == 0xD && h >= 0xC) return false;
+      if (--unicode_left_ == 0) {
+        low_surrogate_due_ = !low_surrogate_due_ && unicode_first_ == 0xD && unicode_second_ >= 0x8;
+        state_ = State::String;
+      }
       return true;
+    }
     case State::Number: {
       bool consumed;
       if (!number_step(c, &consumed)) return false;

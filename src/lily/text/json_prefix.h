@@ -46,6 +46,10 @@ class JsonPrefix {
   std::vector<char> stack_;  // '{' or '['
   bool string_is_key_ = false;
   int unicode_left_ = 0;
+  int unicode_first_ = 0, unicode_second_ = 0;  // the first two hex digits of a \u escape
+  bool low_surrogate_due_ = false;               // after \uD800-\uDBFF
+  int utf8_left_ = 0;                     // continuation bytes the current character still needs
+  unsigned char utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // the range of the next one
   uint8_t num_ = 0;               // number sub-state
   std::string_view literal_rest_; // what a literal still needs
   int whitespace_run_ = 0;

@@ -294,7 +294,10 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
 void Tokenizer::encode_ordinary(std::string_view raw, std::vector<int32_t>& out) const {
   if (raw.empty()) return;
   const std::string text = normalize_nfc_ ? nfc(raw) : std::string(raw);
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(split_->code, nullptr);
+  // Freed however this ends: encode_piece throws for bytes the vocabulary lacks.
+  const std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(
+      pcre2_match_data_create_from_pattern(split_->code, nullptr), pcre2_match_data_free);
+  pcre2_match_data* md = match.get();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0, emitted = 0;
   while (pos < text.size()) {
@@ -313,7 +316,6 @@ void Tokenizer::encode_ordinary(std::string_view raw, std::vector<int32_t>& out)
     }
   }
   if (emitted < text.size()) encode_piece(std::string_view(text).substr(emitted), out);
-  pcre2_match_data_free(md);
 }
 
 template <class Gap, class Token>
