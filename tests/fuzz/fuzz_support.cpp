@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -23,6 +24,10 @@ std::string scratch_file(const std::string& name, std::string_view bytes) {
   return path;
 }
 
-std::string bundled_model_dir() { return LILY_FUZZ_MODEL_DIR; }
+std::string bundled_model_dir() {
+  // $LILY_FUZZ_MODEL_DIR when the harness runs away from its source tree
+  const char* dir = std::getenv("LILY_FUZZ_MODEL_DIR");
+  return dir && *dir ? dir : LILY_FUZZ_MODEL_DIR;
+}
 
 }  // namespace lily::fuzz
