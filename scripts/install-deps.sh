@@ -3,7 +3,8 @@
 # Each one also exists in Homebrew: nlohmann-json, cli11, googletest,
 # google-benchmark, node (the server tests drive lily serve with the OpenAI Node client).
 set -euo pipefail
-packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3 curl)
+packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3 curl
+          clang libclang-rt-14-dev llvm)  # sanitizer builds and libFuzzer (scripts/test-sanitizers.sh, scripts/fuzz.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,9 +7,15 @@ bash scripts/build.sh
 (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
 cd build
 ctest --output-on-failure -j"$(nproc)"
+cd ..
+# The suite under sanitizers, and each fuzz harness for a short time;
+# LILY_SKIP_SANITIZERS=1 skips both.
+if [ "${LILY_SKIP_SANITIZERS:-0}" != 1 ]; then
+  bash scripts/test-sanitizers.sh
+  bash scripts/fuzz.sh 15
+fi
 # The same suite for 64-bit Arm (the CPU path of Apple Silicon and Arm
 # servers), cross-built and run under qemu-user; LILY_SKIP_AARCH64=1 skips it.
-cd ..
 if [ "${LILY_SKIP_AARCH64:-0}" != 1 ]; then
   bash scripts/test-aarch64.sh
 fi

@@ -39,14 +39,19 @@ class Server:
             time.sleep(0.05)
 
     def stop(self):
+        """Stops the server; raises if it did not exit cleanly (a sanitizer's
+        report at exit, a leak among them, makes the exit status non-zero)."""
         self.proc.terminate()
         try:
-            self.proc.wait(timeout=20)
+            self.proc.wait(timeout=60)
+            self.log += self.proc.stderr.read()
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise
         finally:
             self.proc.stderr.close()
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"lily serve exited with {self.proc.returncode}:\n{self.log[-4000:]}")
 
     def rss_mb(self):
         with open(f"/proc/{self.proc.pid}/status") as f:

@@ -90,6 +90,9 @@ TEST(OpenAIRequest, RefusesBadFieldsByName) {
   EXPECT_NE(refused("{" + msgs + R"(, "response_format": {"type": "yaml"}})").find("'response_format'"), std::string::npos);
   EXPECT_NE(refused("{" + msgs + R"(, "reasoning_effort": "max"})").find("'reasoning_effort'"), std::string::npos);
   EXPECT_NE(refused(R"({"messages": [{"content": "x"}]})").find("role"), std::string::npos);
+  // found by fuzz_openai_request: a tool whose "type" is an object escaped as a 500
+  EXPECT_NE(refused("{" + msgs + R"(, "tools": [{"type": {"type": "function"}, "function": {"name": "f"}}]})").find("'tools'"),
+            std::string::npos);
   try {
     parse_completion_request(json::parse(R"({"prompt": [1, 99999999]})"), engine());
     FAIL();

@@ -200,7 +200,19 @@ json normalize_messages(const json& messages) {
   return out;
 }
 
-ApiRequest parse_chat_request(const json& body, const Engine& engine, bool content_tokens_as_text) {
+namespace {
+// A field of an unexpected JSON type that a check above missed is still the
+// client's error, not the server's.
+template <class Parse>
+ApiRequest with_type_errors_as_400(Parse&& parse) {
+  try {
+    return parse();
+  } catch (const json::exception& e) {
+    throw ApiError(400, std::string("a field of the request has the wrong type: ") + e.what());
+  }
+}
+
+ApiRequest chat_request(const json& body, const Engine& engine, bool content_tokens_as_text) {
   ApiRequest r;
   parse_common(body, engine, r);
   if (!body.contains("messages")) throw bad_field("messages", "is required");
@@ -210,7 +222,7 @@ ApiRequest parse_chat_request(const json& body, const Engine& engine, bool conte
   if (const json* v = field(body, "tools")) {
     if (!v->is_array()) throw bad_field("tools", "must be an array");
     for (const auto& t : *v)
-      if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") ||
+      if (!t.is_object() || (t.contains("type") && t["type"] != "function") || !t.contains("function") ||
           !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
         throw bad_field("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
     if (!v->empty()) r.tools = *v;
@@ -292,7 +304,7 @@ ApiRequest parse_chat_request(const json& body, const Engine& engine, bool conte
   return r;
 }
 
-ApiRequest parse_completion_request(const json& body, const Engine& engine) {
+ApiRequest completion_request(const json& body, const Engine& engine) {
   ApiRequest r;
   r.chat = false;
   r.reasoning = false;
@@ -320,6 +332,16 @@ ApiRequest parse_completion_request(const json& body, const Engine& engine) {
   }
   if (boolean(body, "echo").value_or(false)) throw bad_field("echo", "echo is not supported");
   return r;
+}
+
+}  // namespace
+
+ApiRequest parse_chat_request(const json& body, const Engine& engine, bool content_tokens_as_text) {
+  return with_type_errors_as_400([&] { return chat_request(body, engine, content_tokens_as_text); });
+}
+
+ApiRequest parse_completion_request(const json& body, const Engine& engine) {
+  return with_type_errors_as_400([&] { return completion_request(body, engine); });
 }
 
 }  // namespace lily::server
