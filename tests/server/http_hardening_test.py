@@ -169,26 +169,24 @@ class Hardening(unittest.TestCase):
         time.sleep(0.3)
         self.assertHealthy()
 
+    def assertMemoryFlat(self, body, status, warm, count, limit_mb):
+        """RSS after `count` more requests, past `warm` of them, grows by less than `limit_mb`."""
+        for _ in range(warm):
+            self.assertEqual(self.srv.post("/v1/chat/completions", body)[0], status)
+        before = self.srv.rss_mb()
+        for _ in range(count):
+            self.assertEqual(self.srv.post("/v1/chat/completions", body)[0], status)
+        grown = self.srv.rss_mb() - before
+        self.assertLess(grown, limit_mb, f"RSS grew {grown:.2f} MB over {count} requests answered {status}")
+
     @unittest.skipIf(SANITIZED, "RSS under a sanitizer's allocator")
     def test_refused_requests_do_not_hold_memory(self):
         big = {"messages": [{"role": "user", "content": "x" * 1_000_000}], "temperature": -1}
-        for _ in range(10):
-            self.assertEqual(self.srv.post("/v1/chat/completions", big)[0], 400)
-        before = self.srv.rss_mb()
-        for _ in range(100):
-            self.assertEqual(self.srv.post("/v1/chat/completions", big)[0], 400)
-        grown = self.srv.rss_mb() - before
-        self.assertLess(grown, 30, f"RSS grew {grown:.1f} MB over 100 refused 1 MB requests")
+        self.assertMemoryFlat(big, 400, warm=10, count=100, limit_mb=30)
 
     @unittest.skipIf(SANITIZED, "RSS under a sanitizer's allocator")
     def test_answered_requests_do_not_hold_memory(self):
-        for _ in range(50):
-            self.assertEqual(self.srv.post("/v1/chat/completions", CHAT)[0], 200)
-        before = self.srv.rss_mb()
-        for _ in range(600):
-            self.assertEqual(self.srv.post("/v1/chat/completions", CHAT)[0], 200)
-        grown = self.srv.rss_mb() - before
-        self.assertLess(grown, 2, f"RSS grew {grown:.2f} MB over 600 chat requests")
+        self.assertMemoryFlat(CHAT, 200, warm=50, count=600, limit_mb=2)
 
 
 class Exposure(unittest.TestCase):
