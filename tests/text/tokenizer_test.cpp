@@ -159,6 +159,8 @@ TEST(TokenizerFile, AddedTokenIdsOutOfRangeAreErrorsNotHeapCorruption) {
     EXPECT_NE(e.find("tokenizer.json"), std::string::npos) << e;
   }
   EXPECT_NE(load_error(tokenizer_with_added(R"({"id": -1, "content": "<x>"})")).find("has id -1"), std::string::npos);
+  EXPECT_NE(load_error(tokenizer_with_added(R"({"id": 16000000, "content": "<x>"})")).find("for only 2 tokens"),
+            std::string::npos);
   EXPECT_NE(load_error(R"({"model": {"type": "BPE", "vocab": {"a": -3}, "merges": []}})").find("no valid id"),
             std::string::npos);
   EXPECT_NE(load_error(R"({"model": {"type": 7}})").find("tokenizer.json"), std::string::npos);

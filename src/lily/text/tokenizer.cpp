@@ -136,6 +136,11 @@ std::unique_ptr<Tokenizer> Tokenizer::build(const std::string& text, const std::
       max_id = std::max<int64_t>(max_id, added.back().id);
     }
   }
+  // Real vocabularies number their tokens densely; a table far larger than
+  // the tokens it holds is a hostile file's way to take memory.
+  const int64_t entries = static_cast<int64_t>(t->vocab_.size() + added.size());
+  if (max_id >= entries + 65536)
+    throw fail("token ids run to " + std::to_string(max_id) + " for only " + std::to_string(entries) + " tokens");
   t->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   t->special_.assign(static_cast<size_t>(max_id + 1), false);
   for (const auto& [tok, id] : t->vocab_) {
