@@ -15,7 +15,9 @@ cmake --build build-asan -j"$jobs" --target lily lily_tests lily_server_tests
 (cd build-asan && ctest --output-on-failure -j"$jobs" -E 'Server.OpenAINodeClient|Server.Soak')
 
 bash scripts/configure-sanitizers.sh tsan >/dev/null
-cmake --build build-tsan -j"$jobs" --target lily lily_tests lily_server_tests
-# ThreadSanitizer maps fixed address ranges: run with the address space laid out as it expects.
+cmake --build build-tsan -j"$jobs" --target lily lily_tests
+# ThreadSanitizer maps fixed address ranges: run with the address space laid
+# out as it expects. Its build holds the tests of the parts that run threads
+# together (tests/CMakeLists.txt); of the server's, the hardening and curl ones.
 (cd build-tsan && setarch "$(uname -m)" -R ctest --output-on-failure -j"$jobs" \
    -R 'Scheduler|BatchDecode|Session|ThreadPool|Server.HttpHardening|Server.Curl')

@@ -30,7 +30,7 @@ enum class Flow { Normal, Break, Continue };
 
 class Renderer {
  public:
-  explicit Renderer(const Object& ctx) {
+  Renderer(const Object& ctx, uint64_t max_steps) : max_steps_(max_steps) {
     globals_ = std::make_shared<Frame>();
     for (const auto& [k, v] : ctx.items()) globals_->vars[k] = v;
     install_globals(globals_->vars);
@@ -54,8 +54,8 @@ class Renderer {
   class Budget {
    public:
     Budget(Renderer& r, int line) : r_(r) {
-      if (++r_.steps_ > kMaxRenderSteps)
-        fail(line, "the render took more than " + std::to_string(kMaxRenderSteps) + " steps");
+      if (++r_.steps_ > r_.max_steps_)
+        fail(line, "the render took more than " + std::to_string(r_.max_steps_) + " steps");
       if (++r_.depth_ > kMaxRenderDepth) {
         --r_.depth_;
         fail(line, "the render nested deeper than " + std::to_string(kMaxRenderDepth) +
@@ -384,13 +384,14 @@ class Renderer {
   std::vector<FramePtr> defining_frames_;
   Value block_;
   uint64_t steps_ = 0;
+  const uint64_t max_steps_;
   int depth_ = 0;
 };
 
 }  // namespace
 
-std::string render(const Template& tmpl, const Object& context) {
-  Renderer r(context);
+std::string render(const Template& tmpl, const Object& context, uint64_t max_steps) {
+  Renderer r(context, max_steps);
   return r.run(tmpl);
 }
 

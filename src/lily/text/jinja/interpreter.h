@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lily/text/jinja/ast.h"
+#include "lily/text/jinja/limits.h"
 #include "lily/text/jinja/value.h"
 
 namespace lily::jinja {
@@ -20,6 +21,7 @@ class TemplateRaised : public std::runtime_error {
 
 // Renders `tmpl` with `context` as its global variables. Throws
 // TemplateRaised for raise_exception() and lily::Error for other failures.
-std::string render(const Template& tmpl, const Object& context);
+// `max_steps` bounds the work (tests lower it to reach the bound quickly).
+std::string render(const Template& tmpl, const Object& context, uint64_t max_steps = kMaxRenderSteps);
 
 }  // namespace lily::jinja
