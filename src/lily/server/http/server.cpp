@@ -219,6 +219,7 @@ void Server::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (int fd : handled_fds_) ::shutdown(fd, SHUT_RDWR);
   idle_.wait(lock, [&] { return handlers_ == 0; });
+  for (const auto& c : returned_) ::close(c->fd);  // given back while the loop was ending
   returned_.clear();
   running_ = false;
 }
