@@ -1,11 +1,11 @@
 #include "lily/server/http_server.h"
 
+#include <strings.h>
+
 #include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <thread>
-
-#include <strings.h>
 
 #include "lily/error.h"
 #include "lily/io/bounded_input.h"

@@ -1,5 +1,5 @@
-// `lily serve`: the OpenAI-compatible API over lily::http::Server. It listens at once and
-// answers /health with 503 while the model loads, then 200. Requests are
+// `lily serve`: the OpenAI-compatible API over lily::http::Server. It
+// listens at once and answers /health with 503 while the model loads, then 200. Requests are
 // checked and turned into jobs for the Scheduler; answers go back whole or
 // as Server-Sent Events. Nothing here computes: the engine does.
 #pragma once
