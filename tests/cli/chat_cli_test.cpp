@@ -221,6 +221,7 @@ TEST(TextCli, TemplateTokenizeDetokenize) {
 
   test::write_file(d.str() + "/late.json", R"([{"role": "user", "content": "Hi"}, {"role": "system", "content": "x"}])");
   test::write_file(d.str() + "/broken.json", "[{\"role\": ");
+  test::write_file(d.str() + "/deep.json", std::string(100000, '[') + std::string(100000, ']'));
   struct Bad {
     std::string args, needle;
   };
@@ -229,6 +230,8 @@ TEST(TextCli, TemplateTokenizeDetokenize) {
             "chat template error: System message must be at the beginning."},
            {"template --model " + m + " --messages " + d.str() + "/broken.json", "is not valid JSON"},
            {"template --model " + m + " --messages " + d.str() + "/nothing.json", "cannot read"},
+           {"template --model " + m + " --messages " + d.str() + "/deep.json", "nested deeper than 64"},
+           {"template --model " + m + " --messages /dev/zero", "not a regular file"},
            {"template --model " + m + " --messages " + d.str() + "/msgs.json --kwarg novalue", "is not name=value"},
            {"detokenize --model " + m + " --tokens 99999999", "outside the vocabulary"},
            {"tokenize --model " + m + " --text \"$(printf '\\300\\200')\"", "not valid UTF-8"},

@@ -6,6 +6,7 @@
 
 #include "lily/cli/commands.h"
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/io/model_locator.h"
 #include "lily/text/chat_template.h"
 #include "lily/text/tokenizer.h"
@@ -15,10 +16,15 @@ namespace lily::cli {
 
 namespace {
 nlohmann::ordered_json read_json_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw Error(std::string(what) + ": cannot read " + path);
+  std::string text;
   try {
-    return nlohmann::ordered_json::parse(in);
+    text = read_regular_file(path, size_t(64) << 20);
+    check_json_depth(text, path);
+  } catch (const Error& e) {
+    throw Error(std::string(what) + ": " + e.what());
+  }
+  try {
+    return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string(what) + ": " + path + " is not valid JSON: " + e.what());
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lily/error.h"
+#include "lily/io/bounded_input.h"
 #include "lily/runtime/memory_plan.h"
 
 namespace lily::cli {
@@ -69,11 +70,16 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
 
 double memory_budget_gb(double flag_gb, const std::string& deployment_config) {
   if (flag_gb > 0 || deployment_config.empty()) return flag_gb;
-  std::ifstream in(deployment_config);
-  if (!in) throw Error("--deployment-config: cannot read " + deployment_config);
+  std::string text;
+  try {
+    text = read_regular_file(deployment_config, size_t(1) << 20);
+    check_json_depth(text, deployment_config);
+  } catch (const Error& e) {
+    throw Error(std::string("--deployment-config: ") + e.what());
+  }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error("--deployment-config: " + deployment_config + " is not valid JSON: " + e.what());
   }
