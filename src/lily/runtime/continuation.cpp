@@ -82,6 +82,7 @@ Continuation::Step Continuation::next(std::vector<float>& logits) {
   s.text = stops_.push(decoder_.push(tok));
   if (stops_.stopped()) {
     s.finish_reason = "stop";
+    s.stop_sequence = stops_.matched();
     return s;
   }
   if (generated_ >= p_.max_tokens) {

@@ -44,6 +44,7 @@ class Continuation {
     std::string text;    // text now complete (stop strings held back and cut)
     std::optional<TokenLogprob> logprob;
     std::string finish_reason;  // set when ended: "stop" or "length"
+    std::string stop_sequence;  // the user stop string that ended it, if one did
   };
   // Takes the logits of the last fed token (modified in place).
   Step next(std::vector<float>& logits);

@@ -260,13 +260,15 @@ void Scheduler::deliver(Slot& s, Continuation::Step& st) {
     s.ticket->push(std::move(ev));
   }
   s.pending = st.feed;
-  if (st.feed < 0) finish(s, st.finish_reason);
+  if (st.feed < 0) finish(s, st.finish_reason, st.stop_sequence);
 }
 
-void Scheduler::finish(Slot& s, const std::string& reason) {
+void Scheduler::finish(Slot& s, const std::string& reason, const std::string& stop_sequence) {
   JobEvent ev;
   ev.kind = JobEvent::Kind::Done;
   ev.finish_reason = reason;
+  ev.stop_sequence = stop_sequence;
+  ev.generated = s.cont.tokens();
   ev.prompt_tokens = static_cast<int64_t>(s.job.prompt.size());
   ev.cached_tokens = s.cached;
   ev.completion_tokens = s.cont.generated();

@@ -37,6 +37,8 @@ struct JobEvent {
   std::vector<TokenLogprob> logprobs;
   // Done: "stop", "length", "cancelled" or "timeout"
   std::string finish_reason;
+  std::string stop_sequence;            // Done: the stop string that ended the answer, if one did
+  std::vector<int32_t> generated;       // Done: every token drawn (an API may hand them back)
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   std::string error;  // Failed
@@ -96,7 +98,7 @@ class Scheduler {
   void admit();
   bool prefill_some();
   void decode_all();
-  void finish(Slot& s, const std::string& reason);
+  void finish(Slot& s, const std::string& reason, const std::string& stop_sequence = "");
   void deliver(Slot& s, Continuation::Step& st);
   void drop_ended();
   std::vector<int64_t> checkpoints_of(int64_t prompt_len) const;

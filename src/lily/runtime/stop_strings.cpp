@@ -12,7 +12,11 @@ std::string StopStrings::push(const std::string& text) {
   if (stopped_) return "";
   held_ += text;
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  for (const auto& s : stops_)
+    if (const size_t at = held_.find(s); at < first) {
+      first = at;
+      matched_ = s;
+    }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, first);

@@ -18,10 +18,12 @@ class StopStrings {
   // The held-back text at the end of generation.
   std::string finish();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (the earliest in the text), once stopped.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
-  std::string held_;
+  std::string held_, matched_;
   bool stopped_ = false;
 };
 

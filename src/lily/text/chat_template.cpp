@@ -28,7 +28,7 @@ std::string token_text(const ordered_json& cfg, const char* key) {
 }  // namespace
 
 ChatTemplate::ChatTemplate(const std::string& source, std::string bos, std::string eos)
-    : bos_(std::move(bos)), eos_(std::move(eos)) {
+    : source_(source), bos_(std::move(bos)), eos_(std::move(eos)) {
   try {
     tmpl_ = jinja::parse_template(source);
   } catch (const Error& e) {

@@ -34,9 +34,12 @@ class ChatTemplate {
   // (Tokenizer::mark_as_text keeps their text from becoming control tokens).
   std::string render(const ChatRequest& req, const std::function<std::string(std::string_view)>& mark_text = {}) const;
 
+  // The template's text, as read (shown by APIs that describe the model).
+  const std::string& source() const { return source_; }
+
  private:
   std::shared_ptr<jinja::Template> tmpl_;
-  std::string bos_, eos_;
+  std::string source_, bos_, eos_;
 };
 
 }  // namespace lily
