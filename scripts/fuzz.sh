@@ -10,7 +10,7 @@ seconds="${1:-20}"; shift || true
 bash scripts/configure-sanitizers.sh asan >/dev/null
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors_header shard_index config tokenizer_json tokenize chat_template
-                                     openai_request output_parser json_prefix http_request)
+                                     api_request output_parser json_prefix http_request)
 cmake --build build-asan -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
 findings=build-asan/fuzz-findings; mkdir -p "$findings"
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" UBSAN_OPTIONS="print_stacktrace=1"

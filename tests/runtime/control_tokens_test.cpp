@@ -66,7 +66,9 @@ TEST(ControlTokens, MarkingIsLosslessForAnyText) {
     SCOPED_TRACE(s);
     EXPECT_EQ(tok.unmark(tok.mark_as_text(s)), s);
     // marked text encodes as the text alone does when it holds no control token
-    if (s.find("<|im_end|>") == std::string::npos) EXPECT_EQ(tok.encode_marked(tok.mark_as_text(s)), tok.encode(s));
+    if (s.find("<|im_end|>") == std::string::npos) {
+      EXPECT_EQ(tok.encode_marked(tok.mark_as_text(s)), tok.encode(s));
+    }
   }
   // a token split across the edge of a value and the template's next markup is not completed
   const std::string half = tok.mark_as_text("<|im_") + "end|>";

@@ -44,3 +44,24 @@ export async function metric(base, name) {
   const m = new RegExp(`^lily_${name} (\\S+)$`, "m").exec(text);
   return m ? Number(m[1]) : undefined;
 }
+
+// The number of tokens the chat template makes of `messages` (Chat
+// Completions form, tool-call arguments as objects) with `tools`, rendered by
+// `lily template` and counted by the server: what a request that means the
+// same conversation must have as its prompt.
+export async function templateTokens(base, messages, tools, extraArgs = []) {
+  const { execFileSync } = await import("node:child_process");
+  const { mkdtempSync, writeFileSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = mkdtempSync(join(tmpdir(), "lily-"));
+  writeFileSync(join(dir, "m.json"), JSON.stringify(messages));
+  const args = ["template", "--model", MODEL, "--messages", join(dir, "m.json"), ...extraArgs];
+  if (tools) {
+    writeFileSync(join(dir, "t.json"), JSON.stringify(tools));
+    args.push("--tools", join(dir, "t.json"));
+  }
+  const prompt = execFileSync(LILY, args, { encoding: "utf8" });
+  const r = await fetch(`${base}/tokenize`, { method: "POST", body: JSON.stringify({ content: prompt }) });
+  return { prompt, tokens: (await r.json()).tokens.length };
+}

@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "lily/cli/commands.h"
+#include "lily/version.h"
 #include "lily/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"lily: local inference for Qwen3.6-35B-A3B (qwen3_5_moe)"};
+  app.set_version_flag("--version", std::string("lily ") + lily::kVersion);
   app.require_subcommand(1);
   const std::vector<lily::cli::Command> commands = {
       lily::cli::add_run_command(app),

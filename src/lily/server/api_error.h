@@ -29,4 +29,15 @@ inline ApiError bad_field(const std::string& param, const std::string& message) 
   return ApiError(400, "'" + param + "': " + message, "invalid_request_error", param);
 }
 
+// Runs a request parser: a field of an unexpected JSON type that a check
+// missed is still the client's error (400), never the server's.
+template <class Parse>
+auto json_type_errors_as_400(Parse&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw ApiError(400, std::string("a field of the request has the wrong type: ") + e.what());
+  }
+}
+
 }  // namespace lily::server

@@ -10,9 +10,14 @@
 #include "lily/error.h"
 #include "lily/io/bounded_input.h"
 #include "lily/runtime/memory_plan.h"
+#include "lily/server/api_dialect.h"
 #include "lily/server/api_error.h"
+#include "lily/server/messages_api.h"
+#include "lily/server/ollama_api.h"
 #include "lily/server/openai_request.h"
 #include "lily/server/openai_response.h"
+#include "lily/server/responses_api.h"
+#include "lily/version.h"
 
 namespace lily::server {
 
@@ -32,7 +37,7 @@ void send_json(http::Response& res, int status, const json& body) {
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(http::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
+void send_error(http::Response& res, Dialect d, const ApiError& e) { send_json(res, e.status(), error_body(d, e)); }
 
 json parse_body(const http::Request& req) {
   try {
@@ -45,16 +50,16 @@ json parse_body(const http::Request& req) {
   }
 }
 
-// "Authorization: Bearer KEY", the scheme in any case (RFC 9110 11.1).
-bool bearer_matches(const http::Request& req, const std::string& key) {
+// "Authorization: Bearer KEY", the scheme in any case (RFC 9110 11.1);
+// Anthropic's clients send "x-api-key: KEY" instead.
+bool key_matches(const http::Request& req, const std::string& key) {
+  if (dialect_of(req.path) == Dialect::Anthropic && req.header("x-api-key").value_or("") == key) return true;
   const std::string_view v = req.header("authorization").value_or("");
   if (v.size() < 7 || ::strncasecmp(v.data(), "bearer ", 7) != 0) return false;
   std::string_view token = v.substr(7);
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
   return token == key;
 }
-
-std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 // What a finished job means for the client when it did not end normally.
 std::optional<ApiError> failure_of(const JobEvent& ev, double timeout_s) {
@@ -67,6 +72,20 @@ std::optional<ApiError> failure_of(const JobEvent& ev, double timeout_s) {
   return std::nullopt;
 }
 
+// A handler that needs the model: 503 while it loads, and an ApiError
+// answered in the shape of the path's API.
+template <class Handler>
+http::Handler guarded(const std::atomic<bool>& ready, Handler handler) {
+  return [&ready, handler](const http::Request& req, http::Response& res) {
+    try {
+      if (!ready) throw ApiError(503, "the model is loading", "unavailable_error");
+      handler(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, dialect_of(req.path), e);
+    }
+  };
+}
+
 }  // namespace
 
 namespace {
@@ -77,7 +96,10 @@ http::ServerLimits limits_of(const ServerOptions& opt) {
 }
 }  // namespace
 
-HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique<http::Server>(limits_of(opt_))) {}
+HttpServer::HttpServer(ServerOptions opt)
+    : opt_(std::move(opt)),
+      http_(std::make_unique<http::Server>(limits_of(opt_))),
+      responses_(opt_.stored_responses, opt_.stored_response_bytes) {}
 
 HttpServer::~HttpServer() {
   stop();
@@ -130,12 +152,80 @@ std::string HttpServer::metrics() const {
          s.prefill_seconds > 0 ? static_cast<double>(s.prompt_tokens - s.cached_tokens) / s.prefill_seconds : 0);
   metric("decode_tokens_per_second", "gauge", "tokens generated per second of decoding (all streams)",
          s.decode_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.decode_seconds : 0);
-  metric("prefix_cache_hits_total", "counter", "requests that resumed from a cached prefix", static_cast<double>(s.cache.hits));
-  metric("prefix_cache_misses_total", "counter", "requests that found no cached prefix", static_cast<double>(s.cache.misses));
-  metric("prefix_cache_evictions_total", "counter", "cached states dropped for space", static_cast<double>(s.cache.evictions));
+  metric("prefix_cache_hits_total", "counter", "requests that resumed from a cached prefix",
+         static_cast<double>(s.cache.hits));
+  metric("prefix_cache_misses_total", "counter", "requests that found no cached prefix",
+         static_cast<double>(s.cache.misses));
+  metric("prefix_cache_evictions_total", "counter", "cached states dropped for space",
+         static_cast<double>(s.cache.evictions));
   metric("prefix_cache_entries", "gauge", "cached states", static_cast<double>(s.cache.entries));
   metric("prefix_cache_bytes", "gauge", "bytes held by cached states", static_cast<double>(s.cache.bytes));
   return m.str();
+}
+
+void HttpServer::answer(const http::Request& req, http::Response& res, std::shared_ptr<const ApiRequest> api,
+                        std::shared_ptr<AnswerFormat> format) {
+  const int64_t prompt = static_cast<int64_t>(api->prompt.size()), ctx = opt_.context;
+  if (prompt >= ctx)
+    throw ApiError(400, "the prompt has " + std::to_string(prompt) + " tokens, but the context is " +
+                            std::to_string(ctx) + " tokens (--ctx-size) and the answer needs at least one");
+  if (api->max_tokens && prompt + *api->max_tokens > ctx)
+    throw ApiError(400, "the prompt has " + std::to_string(prompt) + " tokens and the answer may have " +
+                            std::to_string(*api->max_tokens) + ": together more than the context of " +
+                            std::to_string(ctx) + " tokens (--ctx-size)");
+  Job job;
+  job.prompt = api->prompt;
+  job.params = api->params;
+  job.params.max_tokens = api->max_tokens.value_or(ctx - prompt);
+  job.deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opt_.request_timeout_s * 1000));
+  std::shared_ptr<Ticket> ticket;
+  try {
+    ticket = scheduler_->submit(std::move(job));
+  } catch (const QueueFull& e) {
+    throw ApiError(503, e.what(), "server_busy");
+  }
+  const double timeout_s = opt_.request_timeout_s;
+
+  if (api->stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.content_type = format->stream_content_type();
+    // The stream runs after this handler returns: it holds the request (the
+    // format reads it) and the ticket itself.
+    res.stream = [api, ticket, format, timeout_s](http::StreamSink& sink) {
+      JobEvent ev;
+      for (;;) {
+        if (!ticket->next(ev, 100ms)) {
+          if (sink.client_gone()) break;
+          continue;
+        }
+        if (auto err = failure_of(ev, timeout_s)) {
+          sink.write(format->error_frames(*err));
+          return;
+        }
+        const std::string out = format->frames(ev);
+        const bool ok = out.empty() || sink.write(out);
+        if (ev.kind == JobEvent::Kind::Done) return;
+        if (!ok) break;
+      }
+      ticket->cancel();  // the client went away: stop generating and free the sequence
+    };
+    return;
+  }
+  JobEvent ev;
+  for (;;) {
+    if (!ticket->next(ev, 100ms)) {
+      if (req.client_gone()) {
+        ticket->cancel();
+        return;
+      }
+      continue;
+    }
+    if (auto err = failure_of(ev, timeout_s)) throw *err;
+    format->frames(ev);
+    if (ev.kind == JobEvent::Kind::Done) break;
+  }
+  send_json(res, 200, format->whole(ev));
 }
 
 void HttpServer::routes() {
@@ -144,49 +234,49 @@ void HttpServer::routes() {
   h.set_pre_routing([this](const http::Request& req, http::Response& res) {
     if (opt_.cors) {
       res.set_header("Access-Control-Allow-Origin", opt_.cors_origin);
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       if (req.method == "OPTIONS") {
         res.status = 204;
         res.set_content("", "text/plain");
         return true;
       }
     }
-    if (!opt_.api_key.empty() && req.path != "/health" && !bearer_matches(req, opt_.api_key)) {
-      send_error(res, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)", "authentication_error"));
+    if (!opt_.api_key.empty() && req.path != "/health" && req.path != "/" && !key_matches(req, opt_.api_key)) {
+      const Dialect d = dialect_of(req.path);
+      send_error(
+          res, d,
+          ApiError(401,
+                   d == Dialect::Anthropic ? "invalid or missing API key (x-api-key: ... or Authorization: Bearer ...)"
+                                           : "invalid or missing API key (Authorization: Bearer ...)",
+                   "authentication_error"));
       return true;
     }
     return false;
   });
-  h.set_error_body([](int status, const std::string& message, http::Response& res) {
-    const char* type = status == 408 || status == 504 ? "timeout_error"
-                       : status >= 500                ? "server_error"
-                                                      : "invalid_request_error";
-    send_json(res, status, ApiError(status, message, type).body());
+  h.set_error_body([](int status, const std::string& message, std::string_view path, http::Response& res) {
+    send_json(res, status, error_body(dialect_of(path), ApiError(status, message, openai_error_type(status))));
   });
   h.set_logger([this](const http::Request&, const http::Response& res) {
     if (res.status >= 400) ++http_errors_;
   });
 
+  h.route("GET", "/", [](const http::Request&, http::Response& res) {
+    res.set_content("Lily is running\n", "text/plain; charset=utf-8");
+  });
   h.route("GET", "/health", [this](const http::Request&, http::Response& res) {
-    if (ready_) send_json(res, 200, {{"status", "ok"}});
-    else send_json(res, 503, ApiError(503, "the model is loading", "unavailable_error").body());
+    if (ready_)
+      send_json(res, 200, {{"status", "ok"}});
+    else
+      send_json(res, 503, ApiError(503, "the model is loading", "unavailable_error").body());
   });
   h.route("GET", "/metrics", [this](const http::Request&, http::Response& res) {
     res.set_content(metrics(), "text/plain; version=0.0.4");
   });
 
   // Everything below needs the model.
-  auto with_model = [this](auto&& handler) {
-    return [this, handler](const http::Request& req, http::Response& res) {
-      try {
-        if (!ready_) throw ApiError(503, "the model is loading", "unavailable_error");
-        handler(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      }
-    };
-  };
+  auto with_model = [this](auto&& handler) { return guarded(ready_, handler); };
   auto model_object = [this] {
     return json{{"id", opt_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "lily"}};
   };
@@ -201,103 +291,148 @@ void HttpServer::routes() {
             send_json(res, 200, model_object());
           }));
   h.route("POST", "/tokenize", with_model([this](const http::Request& req, http::Response& res) {
-           const json body = parse_body(req);
-           if (!body.is_object() || !body.contains("content") || !body["content"].is_string())
-             throw bad_field("content", "must be a string");
-           send_json(res, 200, {{"tokens", engine_->tokenizer().encode(body["content"].get<std::string>())}});
-         }));
+            const json body = parse_body(req);
+            if (!body.is_object() || !body.contains("content") || !body["content"].is_string())
+              throw bad_field("content", "must be a string");
+            send_json(res, 200, {{"tokens", engine_->tokenizer().encode(body["content"].get<std::string>())}});
+          }));
   h.route("POST", "/detokenize", with_model([this](const http::Request& req, http::Response& res) {
-           const json body = parse_body(req);
-           if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
-             throw bad_field("tokens", "must be an array of token ids");
-           std::vector<int32_t> ids;
-           const int64_t V = engine_->model().config().vocab_size;
-           for (const auto& t : body["tokens"]) {
-             if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V)
-               throw bad_field("tokens", "token ids must be integers from 0 to " + std::to_string(V - 1));
-             ids.push_back(t.get<int32_t>());
-           }
-           send_json(res, 200, {{"content", engine_->tokenizer().decode_bytes(ids)}});
-         }));
+            const json body = parse_body(req);
+            if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
+              throw bad_field("tokens", "must be an array of token ids");
+            std::vector<int32_t> ids;
+            const int64_t V = engine_->model().config().vocab_size;
+            for (const auto& t : body["tokens"]) {
+              if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V)
+                throw bad_field("tokens", "token ids must be integers from 0 to " + std::to_string(V - 1));
+              ids.push_back(t.get<int32_t>());
+            }
+            send_json(res, 200, {{"content", engine_->tokenizer().decode_bytes(ids)}});
+          }));
 
+  // OpenAI Chat Completions and Completions.
   auto generation = [this](bool chat) {
     return [this, chat](const http::Request& req, http::Response& res) {
       const json body = parse_body(req);
-      auto api = std::make_shared<ApiRequest>(chat ? parse_chat_request(body, *engine_, !opt_.special_tokens_in_content)
-                                                   : parse_completion_request(body, *engine_));
-      const int64_t prompt = static_cast<int64_t>(api->prompt.size()), ctx = opt_.context;
-      if (prompt >= ctx)
-        throw ApiError(400, "the prompt has " + std::to_string(prompt) + " tokens, but the context is " +
-                                std::to_string(ctx) + " tokens (--ctx-size) and the answer needs at least one");
-      if (api->max_tokens && prompt + *api->max_tokens > ctx)
-        throw ApiError(400, "the prompt has " + std::to_string(prompt) + " tokens and max_tokens is " +
-                                std::to_string(*api->max_tokens) + ": together more than the context of " +
-                                std::to_string(ctx) + " tokens (--ctx-size)",
-                       "invalid_request_error", "max_tokens");
-      Job job;
-      job.prompt = api->prompt;
-      job.params = api->params;
-      job.params.max_tokens = api->max_tokens.value_or(ctx - prompt);
-      job.deadline = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(opt_.request_timeout_s * 1000));
-      std::shared_ptr<Ticket> ticket;
-      try {
-        ticket = scheduler_->submit(std::move(job));
-      } catch (const QueueFull& e) {
-        throw ApiError(503, e.what(), "server_busy");
-      }
-      auto answer = std::make_shared<AnswerBuilder>(*api, *engine_, opt_.model_name);
-      const double timeout_s = opt_.request_timeout_s;
-
-      if (api->stream) {
-        res.set_header("Cache-Control", "no-cache");
-        // The stream runs after this handler returns: it holds the request
-        // (which the answer builder reads) and the ticket itself.
-        res.content_type = "text/event-stream";
-        res.stream = [api, ticket, answer, timeout_s](http::StreamSink& sink) {
-          auto write = [&](const std::string& s) { return sink.write(s); };
-          JobEvent ev;
-          for (;;) {
-            if (!ticket->next(ev, 100ms)) {
-              if (sink.client_gone()) break;
-              continue;
-            }
-            if (auto err = failure_of(ev, timeout_s)) {
-              write(sse(err->body()));
-              write("data: [DONE]\n\n");
-              return;
-            }
-            bool ok = true;
-            for (const json& c : answer->chunks(ev)) ok = ok && write(sse(c));
-            if (ev.kind == JobEvent::Kind::Done) {
-              for (const json& c : answer->closing_chunks(ev)) ok = ok && write(sse(c));
-              write("data: [DONE]\n\n");
-              return;
-            }
-            if (!ok) break;
-          }
-          ticket->cancel();  // the client went away: stop generating and free the sequence
-        };
-        return;
-      }
-      JobEvent ev;
-      for (;;) {
-        if (!ticket->next(ev, 100ms)) {
-          if (req.client_gone()) {
-            ticket->cancel();
-            return;
-          }
-          continue;
-        }
-        if (auto err = failure_of(ev, timeout_s)) throw *err;
-        answer->chunks(ev);
-        if (ev.kind == JobEvent::Kind::Done) break;
-      }
-      send_json(res, 200, answer->response(ev));
+      auto api =
+          std::make_shared<const ApiRequest>(chat ? parse_chat_request(body, *engine_, !opt_.special_tokens_in_content)
+                                                  : parse_completion_request(body, *engine_));
+      answer(req, res, api, std::make_shared<AnswerBuilder>(*api, *engine_, opt_.model_name));
     };
   };
   h.route("POST", "/v1/chat/completions", with_model(generation(true)));
   h.route("POST", "/v1/completions", with_model(generation(false)));
+
+  // OpenAI Responses, with the stored responses a follow-up may name.
+  h.route("POST", "/v1/responses", with_model([this](const http::Request& req, http::Response& res) {
+            auto r = std::make_shared<const ResponsesRequest>(
+                parse_responses_request(parse_body(req), *engine_, responses_, !opt_.special_tokens_in_content));
+            std::shared_ptr<const ApiRequest> api(r, &r->api);
+            answer(req, res, api, std::make_shared<ResponsesFormat>(r, *engine_, opt_.model_name, &responses_));
+          }));
+  auto stored_id = [](const http::Request& req) {
+    const std::string id = req.path.substr(std::string("/v1/responses/").size());
+    if (id.empty() || id.find('/') != std::string::npos) throw ApiError(404, "no such endpoint: " + req.path);
+    return id;
+  };
+  h.route("GET", "/v1/responses/*", with_model([this, stored_id](const http::Request& req, http::Response& res) {
+            const std::string id = stored_id(req);
+            auto r = responses_.get(id);
+            if (!r) throw ApiError(404, "no stored response has the id '" + id + "'");
+            send_json(res, 200, r->response);
+          }));
+  h.route("DELETE", "/v1/responses/*", with_model([this, stored_id](const http::Request& req, http::Response& res) {
+            const std::string id = stored_id(req);
+            if (!responses_.erase(id)) throw ApiError(404, "no stored response has the id '" + id + "'");
+            send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+          }));
+
+  // Anthropic Messages.
+  h.route("POST", "/v1/messages", with_model([this](const http::Request& req, http::Response& res) {
+            auto api = std::make_shared<const ApiRequest>(
+                parse_messages_request(parse_body(req), *engine_, !opt_.special_tokens_in_content));
+            answer(req, res, api, std::make_shared<MessagesFormat>(api, opt_.model_name));
+          }));
+  h.route("POST", "/v1/messages/count_tokens", with_model([this](const http::Request& req, http::Response& res) {
+            const ApiRequest api =
+                parse_messages_request(parse_body(req), *engine_, !opt_.special_tokens_in_content, true);
+            send_json(res, 200, {{"input_tokens", api.prompt.size()}});
+          }));
+
+  ollama_routes();
+}
+
+void HttpServer::ollama_routes() {
+  http::Server& h = *http_;
+  auto with_model = [this](auto&& handler) { return guarded(ready_, handler); };
+  // A request with nothing to answer only loads the model, which is loaded.
+  auto loaded = [this](http::Response& res, bool chat) {
+    json out = {{"model", opt_.model_name}, {"created_at", rfc3339_now()}};
+    if (chat)
+      out["message"] = {{"role", "assistant"}, {"content", ""}};
+    else
+      out["response"] = "";
+    out["done"] = true;
+    out["done_reason"] = "load";
+    send_json(res, 200, out);
+  };
+  h.route("POST", "/api/chat", with_model([this, loaded](const http::Request& req, http::Response& res) {
+            const json body = parse_body(req);
+            if (body.is_object() &&
+                (!body.contains("messages") || (body["messages"].is_array() && body["messages"].empty())))
+              return loaded(res, true);
+            auto api =
+                std::make_shared<const ApiRequest>(parse_ollama_chat(body, *engine_, !opt_.special_tokens_in_content));
+            answer(req, res, api, std::make_shared<OllamaFormat>(api, opt_.model_name, true));
+          }));
+  h.route("POST", "/api/generate", with_model([this, loaded](const http::Request& req, http::Response& res) {
+            const json body = parse_body(req);
+            if (body.is_object() && body.value("prompt", json("")) == json("") && !body.contains("context"))
+              return loaded(res, false);
+            auto api = std::make_shared<const ApiRequest>(
+                parse_ollama_generate(body, *engine_, !opt_.special_tokens_in_content));
+            answer(req, res, api, std::make_shared<OllamaFormat>(api, opt_.model_name, false));
+          }));
+  h.route("GET", "/api/tags", with_model([this](const http::Request&, http::Response& res) {
+            send_json(res, 200, {{"models", json::array({ollama_model_entry(*engine_, opt_.model_name)})}});
+          }));
+  h.route("GET", "/api/ps", with_model([this](const http::Request&, http::Response& res) {
+            json m = ollama_model_entry(*engine_, opt_.model_name);
+            m["expires_at"] = "2318-01-01T00:00:00Z";  // kept loaded while the server runs
+            m["size_vram"] = 0;
+            m["context_length"] = opt_.context;
+            send_json(res, 200, {{"models", json::array({m})}});
+          }));
+  h.route("POST", "/api/show", with_model([this](const http::Request& req, http::Response& res) {
+            const json body = parse_body(req);
+            const json* name = body.is_object() && body.contains("model")  ? &body["model"]
+                               : body.is_object() && body.contains("name") ? &body["name"]
+                                                                           : nullptr;
+            if (!name || !name->is_string()) throw bad_field("model", "must be a string");
+            if (!ollama_name_matches(name->get<std::string>(), opt_.model_name))
+              throw ApiError(404, "model '" + name->get<std::string>() + "' not found (this server has '" +
+                                      opt_.model_name + "')");
+            send_json(res, 200, ollama_show(*engine_, opt_.model_name, opt_.context));
+          }));
+  h.route("GET", "/api/version", [](const http::Request&, http::Response& res) {
+    send_json(res, 200, {{"version", kVersion}});
+  });
+  // What Ollama does and this engine does not: a clear 501, not a 404.
+  for (const auto& [method, path] : {std::pair{"POST", "/api/embed"},
+                                     {"POST", "/api/embeddings"},
+                                     {"POST", "/api/pull"},
+                                     {"POST", "/api/push"},
+                                     {"POST", "/api/create"},
+                                     {"POST", "/api/copy"},
+                                     {"DELETE", "/api/delete"},
+                                     {"POST", "/api/blobs/*"},
+                                     {"HEAD", "/api/blobs/*"}})
+    h.route(method, path, [](const http::Request& req, http::Response& res) {
+      send_error(res, Dialect::Ollama,
+                 ApiError(501, req.method + " " + req.path +
+                                   " is not implemented: this server runs the one model it "
+                                   "was started with (no embeddings, pulls, pushes or model management)"));
+    });
 }
 
 }  // namespace lily::server

@@ -201,16 +201,6 @@ json normalize_messages(const json& messages) {
 }
 
 namespace {
-// A field of an unexpected JSON type that a check above missed is still the
-// client's error, not the server's.
-template <class Parse>
-ApiRequest with_type_errors_as_400(Parse&& parse) {
-  try {
-    return parse();
-  } catch (const json::exception& e) {
-    throw ApiError(400, std::string("a field of the request has the wrong type: ") + e.what());
-  }
-}
 
 ApiRequest chat_request(const json& body, const Engine& engine, bool content_tokens_as_text) {
   ApiRequest r;
@@ -337,11 +327,11 @@ ApiRequest completion_request(const json& body, const Engine& engine) {
 }  // namespace
 
 ApiRequest parse_chat_request(const json& body, const Engine& engine, bool content_tokens_as_text) {
-  return with_type_errors_as_400([&] { return chat_request(body, engine, content_tokens_as_text); });
+  return json_type_errors_as_400([&] { return chat_request(body, engine, content_tokens_as_text); });
 }
 
 ApiRequest parse_completion_request(const json& body, const Engine& engine) {
-  return with_type_errors_as_400([&] { return completion_request(body, engine); });
+  return json_type_errors_as_400([&] { return completion_request(body, engine); });
 }
 
 }  // namespace lily::server

@@ -110,6 +110,18 @@ std::vector<json> AnswerBuilder::chunks(const JobEvent& ev) {
   return out;
 }
 
+std::string AnswerBuilder::frames(const JobEvent& ev) {
+  std::string out;
+  for (const json& c : chunks(ev)) out += sse_event("", c);
+  if (ev.kind == JobEvent::Kind::Done) {
+    for (const json& c : closing_chunks(ev)) out += sse_event("", c);
+    out += "data: [DONE]\n\n";
+  }
+  return out;
+}
+
+std::string AnswerBuilder::error_frames(const ApiError& e) { return sse_event("", e.body()) + "data: [DONE]\n\n"; }
+
 std::string AnswerBuilder::finish_reason(const JobEvent& done) const {
   if (done.finish_reason == "length") return "length";
   return calls_.empty() ? "stop" : "tool_calls";

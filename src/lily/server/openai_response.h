@@ -11,14 +11,20 @@
 #include <vector>
 
 #include "lily/runtime/scheduler.h"
+#include "lily/server/answer_format.h"
 #include "lily/server/openai_request.h"
 #include "lily/text/output_parser.h"
 
 namespace lily::server {
 
-class AnswerBuilder {
+class AnswerBuilder : public AnswerFormat {
  public:
   AnswerBuilder(const ApiRequest& req, const Engine& engine, std::string model_name);
+
+  // AnswerFormat: the chunks as `data:` events, the stream ended by [DONE].
+  std::string frames(const JobEvent& ev) override;
+  std::string error_frames(const ApiError& e) override;
+  nlohmann::ordered_json whole(const JobEvent& done) override { return response(done); }
 
   // The stream chunks an event makes (possibly none). The first call also
   // gives the chunk that opens the assistant's message.

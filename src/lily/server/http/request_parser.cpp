@@ -77,6 +77,12 @@ ParseResult parse_request(std::string_view data, const ParserLimits& limits) {
   req.target = std::string(target);
   const size_t q = target.find('?');
   req.path = std::string(target.substr(0, q));
+  // errors from here on keep the path: the answer takes the shape of its API
+  auto with_path = [&req](int status, std::string message) {
+    ParseResult e = error(status, std::move(message));
+    e.request.path = req.path;
+    return e;
+  };
   if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
 
   // Header fields
@@ -88,31 +94,31 @@ ParseResult parse_request(std::string_view data, const ParserLimits& limits) {
     pos = next + 1;
     const std::string_view field = trim(raw);
     if (field.empty()) break;  // the blank line that ends the head
-    if (raw.front() == ' ' || raw.front() == '\t') return error(400, "obsolete header line folding");
+    if (raw.front() == ' ' || raw.front() == '\t') return with_path(400, "obsolete header line folding");
     const size_t colon = field.find(':');
-    if (colon == std::string_view::npos || colon == 0) return error(400, "malformed header line");
+    if (colon == std::string_view::npos || colon == 0) return with_path(400, "malformed header line");
     const std::string_view name = field.substr(0, colon);
-    if (!std::all_of(name.begin(), name.end(), is_token_char)) return error(400, "malformed header name");
-    if (req.headers.size() >= limits.max_headers) return error(431, "too many header fields");
+    if (!std::all_of(name.begin(), name.end(), is_token_char)) return with_path(400, "malformed header name");
+    if (req.headers.size() >= limits.max_headers) return with_path(431, "too many header fields");
     req.headers.emplace_back(lower(name), std::string(trim(field.substr(colon + 1))));
   }
 
   // Body framing: Content-Length only. A chunked request body is refused
   // (no API client of ours sends one), and framing that disagrees with
   // itself is an error rather than a guess (request smuggling).
-  if (req.header("transfer-encoding")) return error(411, "send the request body with Content-Length (chunked bodies are not accepted)");
+  if (req.header("transfer-encoding")) return with_path(411, "send the request body with Content-Length (chunked bodies are not accepted)");
   size_t length = 0;
   bool have_length = false;
   for (const auto& [name, value] : req.headers) {
     if (name != "content-length") continue;
     if (value.empty() || value.size() > 19 || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return error(400, "malformed Content-Length: '" + value + "'");
+      return with_path(400, "malformed Content-Length: '" + value + "'");
     const size_t n = std::stoull(value);
-    if (have_length && n != length) return error(400, "conflicting Content-Length headers");
+    if (have_length && n != length) return with_path(400, "conflicting Content-Length headers");
     length = n;
     have_length = true;
   }
-  if (length > limits.max_body_bytes) return error(413, "the request body is larger than the server accepts (--max-body)");
+  if (length > limits.max_body_bytes) return with_path(413, "the request body is larger than the server accepts (--max-body)");
   r.body_bytes = length;
   r.head_bytes = head_end;
   if (data.size() - head_end < length) {

@@ -23,7 +23,7 @@ struct ParseResult {
     NeedMore,      // the request is not complete yet
     HeadComplete,  // head read, body still arriving (`request` has the head; `body_bytes` is expected)
     Complete,      // `request` is whole; `consumed` bytes of the input were its own
-    Error,         // answer `status` with `message`, then close
+    Error,         // answer `status` with `message`, then close (`request.path` is set once the request line was read)
   } state = State::NeedMore;
   Request request;
   size_t consumed = 0;

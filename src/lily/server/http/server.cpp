@@ -331,7 +331,7 @@ void Server::advance(std::unique_ptr<Connection>& c) {
     case ParseResult::State::NeedMore: return;
     case ParseResult::State::Error: {
       Response res;
-      error_response(r.status, r.message, res);
+      error_response(r.status, r.message, res, r.request.path);
       send_response(*c, nullptr, res, false, Clock::now());  // framing is lost: the connection ends
       close_connection(fd);
       return;
@@ -454,23 +454,23 @@ void Server::answer(Connection&, const Request& req, Response& res) {
       return;
     }
     if (path_known) {
-      error_response(405, "method " + req.method + " is not allowed on " + req.path, res);
+      error_response(405, "method " + req.method + " is not allowed on " + req.path, res, req.path);
       std::string allow;
       for (const Route& r : routes_)
         if (r.prefix ? req.path.rfind(r.path, 0) == 0 : req.path == r.path) allow += (allow.empty() ? "" : ", ") + r.method;
       res.set_header("Allow", allow);
     } else {
-      error_response(404, "no such endpoint: " + req.method + " " + req.path, res);
+      error_response(404, "no such endpoint: " + req.method + " " + req.path, res, req.path);
     }
   } catch (const std::exception& e) {
     res = Response();
-    error_response(500, e.what(), res);
+    error_response(500, e.what(), res, req.path);
   }
 }
 
-void Server::error_response(int status, const std::string& message, Response& res) {
+void Server::error_response(int status, const std::string& message, Response& res, std::string_view path) {
   res.status = status;
-  if (error_body_) error_body_(status, message, res);
+  if (error_body_) error_body_(status, message, path, res);
   else res.set_content(message + "\n", "text/plain; charset=utf-8");
 }
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lily/server/http/message.h"
@@ -44,7 +45,9 @@ class Server {
   // Runs before routing; returns true when it has answered the request itself.
   void set_pre_routing(std::function<bool(const Request&, Response&)> f) { pre_routing_ = std::move(f); }
   // Fills the body of an error the server answers itself (404, 405, 408, 413, 500, ...).
-  void set_error_body(std::function<void(int status, const std::string& message, Response&)> f) {
+  // `path`: the request's path where it is known (empty where the request
+  // could not be read), so an error can take the shape its API expects.
+  void set_error_body(std::function<void(int status, const std::string& message, std::string_view path, Response&)> f) {
     error_body_ = std::move(f);
   }
   // Called after each answer is sent.
@@ -73,7 +76,7 @@ class Server {
   void answer(Connection& c, const Request& req, Response& res);
   bool send_response(Connection& c, const Request* req, Response& res, bool keep_alive,
                      std::chrono::steady_clock::time_point deadline);
-  void error_response(int status, const std::string& message, Response& res);
+  void error_response(int status, const std::string& message, Response& res, std::string_view path = {});
   void release_address(const std::string& addr);
 
   ServerLimits limits_;
@@ -84,7 +87,7 @@ class Server {
   };
   std::vector<Route> routes_;
   std::function<bool(const Request&, Response&)> pre_routing_;
-  std::function<void(int, const std::string&, Response&)> error_body_;
+  std::function<void(int, const std::string&, std::string_view, Response&)> error_body_;
   std::function<void(const Request&, const Response&)> logger_;
 
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
