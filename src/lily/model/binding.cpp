@@ -140,8 +140,9 @@ void bind_gdn(Binder& b, const Scheme& s, const ModelConfig& c, const std::strin
   g->out = b.matrix(p + "out_proj", H, vdim);
   // [C, 1, K] in Hugging Face, [C, K, 1] in MLX: the same bytes either way
   g->conv = b.vec(p + "conv1d.weight", s.mlx ? std::vector<int64_t>{conv_dim, K, 1} : std::vector<int64_t>{conv_dim, 1, K});
-  g->neg_exp_a = b.vec(p + "A_log", {Hv});
-  for (float& x : g->neg_exp_a) x = -std::exp(x);
+  std::vector<float> neg_exp_a = b.vec(p + "A_log", {Hv});
+  for (float& x : neg_exp_a) x = -std::exp(x);
+  g->neg_exp_a = std::move(neg_exp_a);
   g->dt_bias = b.vec(p + "dt_bias", {Hv});
   g->norm = b.vec(p + "norm.weight", {c.linear_value_head_dim});
 }

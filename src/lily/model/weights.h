@@ -2,39 +2,18 @@
 // onto this one form at load time, so the forward pass never sees a format's
 // quirks: large matrices are views into the mapped files (zero-copy), small
 // vectors are float copies with conventions normalised (norm weights are
-// plain multipliers, the GDN decay is stored as -exp(A_log)).
+// plain multipliers, the GDN decay is stored as -exp(A_log)). A backend that
+// computes elsewhere holds a copy of this set whose views point into its own
+// memory (Backend::bind).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "lily/io/dtype.h"
+#include "lily/backend/tensor.h"
 #include "lily/model/config.h"
 
 namespace lily {
-
-// A row-major [rows, cols] matrix used as y = W x; `data` points into a
-// mapped file. Either plain (F32, F16, BF16 elements) or affine-quantized as
-// MLX stores it: packed `bits`-bit rows with a scale and a bias per group of
-// `group_size` inputs ([rows, cols / group_size] of `scale_dtype`).
-struct Matrix {
-  DType dtype = DType::F32;  // element type of a plain matrix
-  const void* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int bits = 0;              // > 0: quantized
-  int group_size = 0;
-  const void* scales = nullptr;
-  const void* biases = nullptr;
-  DType scale_dtype = DType::BF16;
-
-  bool quantized() const { return bits > 0; }
-  size_t row_bytes() const;
-  size_t bytes() const;  // weights plus scales and biases
-  const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes(); }
-  // Row `r` as floats (converted or dequantized).
-  void row_to_float(int64_t r, float* out) const;
-};
 
 struct GatedDeltaNetWeights {
   Matrix in_qkv;   // [2*key_dim + value_dim, hidden]: q | k | v, head-major
@@ -42,10 +21,10 @@ struct GatedDeltaNetWeights {
   Matrix in_b;     // [v_heads, hidden]
   Matrix in_a;     // [v_heads, hidden]
   Matrix out;      // [hidden, value_dim]
-  std::vector<float> conv;       // [conv_dim, kernel], tap j multiplies input t-(kernel-1)+j
-  std::vector<float> neg_exp_a;  // [v_heads] = -exp(A_log)
-  std::vector<float> dt_bias;    // [v_heads]
-  std::vector<float> norm;       // [value_head_dim], plain multiplier
+  Vector conv;                   // [conv_dim, kernel], tap j multiplies input t-(kernel-1)+j
+  Vector neg_exp_a;              // [v_heads] = -exp(A_log)
+  Vector dt_bias;                // [v_heads]
+  Vector norm;                   // [value_head_dim], plain multiplier
 };
 
 struct AttentionWeights {
@@ -53,7 +32,7 @@ struct AttentionWeights {
   Matrix k;  // [kv_heads * head_dim, hidden]
   Matrix v;  // [kv_heads * head_dim, hidden]
   Matrix o;  // [hidden, heads * head_dim]
-  std::vector<float> q_norm, k_norm;  // [head_dim], plain multipliers
+  Vector q_norm, k_norm;  // [head_dim], plain multipliers
 };
 
 struct MoeWeights {
@@ -65,7 +44,7 @@ struct MoeWeights {
 
 struct LayerWeights {
   LayerKind kind = LayerKind::LinearAttention;
-  std::vector<float> input_norm, post_attention_norm;  // plain multipliers
+  Vector input_norm, post_attention_norm;  // plain multipliers
   GatedDeltaNetWeights gdn;                           // when kind == LinearAttention
   AttentionWeights attn;                              // when kind == FullAttention
   MoeWeights moe;
@@ -74,7 +53,7 @@ struct LayerWeights {
 struct ModelWeights {
   Matrix embed;    // [vocab, hidden]
   Matrix lm_head;  // [vocab, hidden]
-  std::vector<float> final_norm;
+  Vector final_norm;
   std::vector<LayerWeights> layers;
 };
 
