@@ -24,7 +24,7 @@ void BM_DecodeBatch(benchmark::State& state) {
   std::vector<SequenceState> seqs;
   std::vector<SequenceState*> ptrs;
   std::vector<int32_t> tokens;
-  for (int64_t i = 0; i < n; ++i) seqs.emplace_back(model().config());
+  for (int64_t i = 0; i < n; ++i) seqs.push_back(fwd.new_state());
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<int32_t> prompt = {static_cast<int32_t>(100 + i), 7, 9, static_cast<int32_t>(1000 + 3 * i)};
     fwd.forward(prompt, seqs[i], LogitsFor::LastPosition, ForwardMode::Prompt);

@@ -42,8 +42,8 @@ TEST_P(BatchDecode, EachRowEqualsItsOwnSingleStep) {
   const int64_t V = model->config().vocab_size;
   std::vector<SequenceState> batched, single;
   for (const auto& p : prompts) {
-    batched.emplace_back(model->config());
-    single.emplace_back(model->config());
+    batched.push_back(fwd.new_state());
+    single.push_back(fwd.new_state());
     if (p.empty()) continue;
     fwd.forward(p, batched.back(), LogitsFor::LastPosition, ForwardMode::Prompt);
     fwd.forward(p, single.back(), LogitsFor::LastPosition, ForwardMode::Prompt);
@@ -70,7 +70,7 @@ TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
   Qwen35MoeForward fwd(*model);
   for (size_t len : {65u, 66u, 69u, 130u}) {
     const std::vector<int32_t> prompt(full.begin(), full.begin() + len);
-    SequenceState fresh(model->config()), resumed(model->config());
+    SequenceState fresh = fwd.new_state(), resumed = fwd.new_state();
     const auto want = fwd.forward(prompt, fresh, LogitsFor::LastPosition, ForwardMode::Prompt);
     fwd.forward(std::span<const int32_t>(prompt.data(), 64), resumed, LogitsFor::LastPosition, ForwardMode::Prompt);
     const auto got = fwd.forward(std::span<const int32_t>(prompt.data() + 64, len - 64), resumed,
@@ -92,8 +92,8 @@ TEST_P(BatchDecode, PromptsPrefilledTogetherEqualEachAlone) {
   std::vector<SequenceState> together, alone;
   std::vector<SequenceState*> ptrs;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    together.emplace_back(model->config());
-    alone.emplace_back(model->config());
+    together.push_back(fwd.new_state());
+    alone.push_back(fwd.new_state());
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!before[i].empty()) {
@@ -125,16 +125,17 @@ TEST(WeightResidency, OwnedWeightsGiveTheMappedLogits) {
   set_residency(Residency::Owned);
   auto owned = Model::load(test::model_dir("tiny-a-mlx4"));
   set_residency(Residency::Mapped);
-  SequenceState a(mapped->config()), b(owned->config());
-  const auto want = Qwen35MoeForward(*mapped).forward(ref.prompts[5].tokens, a, LogitsFor::LastPosition, ForwardMode::Prompt);
-  const auto got = Qwen35MoeForward(*owned).forward(ref.prompts[5].tokens, b, LogitsFor::LastPosition, ForwardMode::Prompt);
+  Qwen35MoeForward fm(*mapped), fo(*owned);
+  SequenceState a = fm.new_state(), b = fo.new_state();
+  const auto want = fm.forward(ref.prompts[5].tokens, a, LogitsFor::LastPosition, ForwardMode::Prompt);
+  const auto got = fo.forward(ref.prompts[5].tokens, b, LogitsFor::LastPosition, ForwardMode::Prompt);
   EXPECT_EQ(got, want);
 }
 
 TEST(BatchDecodeInput, MismatchedOrBadTokensAreRefused) {
   auto model = Model::load(test::model_dir("tiny-a"));
   Qwen35MoeForward fwd(*model);
-  SequenceState a(model->config()), b(model->config());
+  SequenceState a = fwd.new_state(), b = fwd.new_state();
   std::vector<SequenceState*> states = {&a, &b};
   EXPECT_THROW(fwd.decode_batch(std::vector<int32_t>{1}, states), Error);
   EXPECT_THROW(fwd.decode_batch(std::vector<int32_t>{1, -3}, states), Error);

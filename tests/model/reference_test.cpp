@@ -30,7 +30,7 @@ class ReferenceTest : public ::testing::TestWithParam<Case> {
   // Logits for every position, feeding the prompt in pieces of `step` tokens (0: one prefill).
   std::vector<float> run(const std::vector<int32_t>& tokens, size_t step) {
     Qwen35MoeForward fwd(*model_);
-    SequenceState state(model_->config());
+    SequenceState state = fwd.new_state();
     if (step == 0) step = tokens.size();
     std::vector<float> all;
     for (size_t i = 0; i < tokens.size(); i += step) {
@@ -73,7 +73,7 @@ TEST_P(ReferenceTest, ChunkedPrefillMatchesTransformers) {
 TEST_P(ReferenceTest, GreedyContinuationMatchesTransformers) {
   for (const auto& p : ref_.prompts) {
     Qwen35MoeForward fwd(*model_);
-    SequenceState state(model_->config());
+    SequenceState state = fwd.new_state();
     GreedyOptions opt;
     opt.max_tokens = static_cast<int64_t>(p.greedy.size());
     EXPECT_EQ(generate_greedy(fwd, state, p.tokens, opt), p.greedy) << "prompt of " << p.tokens.size() << " tokens";
@@ -82,7 +82,7 @@ TEST_P(ReferenceTest, GreedyContinuationMatchesTransformers) {
 
 TEST_P(ReferenceTest, TokenOutsideTheVocabularyIsRefusedWithoutTouchingTheState) {
   Qwen35MoeForward fwd(*model_);
-  SequenceState state(model_->config());
+  SequenceState state = fwd.new_state();
   const auto& p = ref_.prompts[1];
   fwd.forward(std::span<const int32_t>(p.tokens.data(), 3), state, LogitsFor::LastPosition);
   const std::vector<int32_t> bad = {1, static_cast<int32_t>(ref_.vocab), 2};

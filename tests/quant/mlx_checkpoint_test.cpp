@@ -72,11 +72,11 @@ void expect_matches_dequantized(const std::string& dir) {
   for (size_t k : {2, 5}) {  // 63 and 130 tokens
     const auto& toks = ref.prompts[k].tokens;
     Qwen35MoeForward fq(*q), ff(*f);
-    SequenceState sq(q->config()), sf(f->config());
+    SequenceState sq = fq.new_state(), sf = ff.new_state();
     const auto lq = fq.forward(toks, sq, LogitsFor::AllPositions);
     const auto lf = ff.forward(toks, sf, LogitsFor::AllPositions);
     EXPECT_LE(test::max_row_relative_error(lq, lf, ref.vocab), 1e-4) << dir << " prompt " << k;
-    SequenceState gq(q->config()), gf(f->config());
+    SequenceState gq = fq.new_state(), gf = ff.new_state();
     GreedyOptions opt;
     opt.max_tokens = 8;
     EXPECT_EQ(generate_greedy(fq, gq, toks, opt), generate_greedy(ff, gf, toks, opt)) << dir;

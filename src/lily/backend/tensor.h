@@ -36,7 +36,7 @@ struct Matrix {
   const void* biases = nullptr;
   DType scale_dtype = DType::BF16;
   Device device = Device::Cpu;
-  std::shared_ptr<const void> owner;  // what `data` points into, when not the mapped file
+  std::shared_ptr<const void> owner = nullptr;  // what `data` points into, when not the mapped file
 
   bool quantized() const { return bits > 0; }
   size_t row_bytes() const;

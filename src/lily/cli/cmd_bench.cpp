@@ -12,6 +12,7 @@
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/cli/commands.h"
 #include "lily/backend/cpu/int8_dot.h"
+#include "lily/cli/device_flag.h"
 #include "lily/cli/generation_flags.h"
 #include "lily/io/mapped_file.h"
 #include "lily/error.h"
@@ -40,6 +41,7 @@ Command add_bench_command(CLI::App& app) {
     int64_t decode_steps = 64, child = 0;
     int threads = 0;
     CpuFlags cpu;
+    DeviceFlag device;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("bench", "prefill and decode speed by context (batch 1, greedy, fresh process each)");
@@ -49,6 +51,7 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--threads", o->threads, "worker threads (default: all hardware threads)");
   sub->add_option("--json", o->json, "write the full report here");
   o->cpu.add_to(sub);
+  o->device.add_to(sub);
   sub->add_option("--child", o->child, "run one configuration in this process (used by bench itself)")->group("");
   return {sub, [o]() {
             if (o->threads > 0) cpu::ThreadPool::set_threads(o->threads);
@@ -56,10 +59,13 @@ Command add_bench_command(CLI::App& app) {
             const int threads = cpu::ThreadPool::global().size();
             if (o->child > 0) {
               auto model = Model::load(o->model);
-              nlohmann::json r = run_bench(*model, o->child, o->decode_steps).to_json();
+              auto backend = o->device.backend();
+              nlohmann::json r = run_bench(*model, o->child, o->decode_steps, backend).to_json();
               // measured here, right after the decode it is the roofline of: on a
               // shared machine the bandwidth one gets moves from minute to minute
-              r["read_bandwidth_gb_s"] = measure_read_bandwidth(size_t{1} << 30, 5) / 1e9;
+              const double device_bw = backend->read_bandwidth();
+              r["read_bandwidth_gb_s"] = (device_bw > 0 ? device_bw : measure_read_bandwidth(size_t{1} << 30, 5)) / 1e9;
+              r["device"] = backend->describe();
               std::cout << r.dump() << "\n";
               return 0;
             }
@@ -84,7 +90,8 @@ Command add_bench_command(CLI::App& app) {
             for (int64_t ctx : contexts) {
               const std::string cmd = quote(self_path()) + " bench --model " + quote(o->model) + " --child " +
                                       std::to_string(ctx) + " --decode-steps " + std::to_string(o->decode_steps) +
-                                      " --threads " + std::to_string(threads) + o->cpu.as_args();
+                                      " --threads " + std::to_string(threads) + o->cpu.as_args() +
+                                      o->device.as_args();
               std::FILE* p = ::popen(cmd.c_str(), "r");
               if (!p) throw Error("cannot start a benchmark process");
               std::string out;
@@ -107,7 +114,7 @@ Command add_bench_command(CLI::App& app) {
                           100.0 * bytes * decode / bw);
               std::fflush(stdout);
             }
-            const std::string how = o->cpu.describe();
+            const std::string how = o->device.device() == Device::Cuda ? "on " + report["results"].back().value("device", std::string("cuda")) : o->cpu.describe();
             std::printf("\nread bandwidth: %.1f-%.1f GB/s (%d threads, measured after each decode); %s\n", bw_lo / 1e9,
                         bw_hi / 1e9, threads, how.c_str());
             if (!o->json.empty()) std::ofstream(o->json) << report.dump(2) << "\n";

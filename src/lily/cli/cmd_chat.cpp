@@ -12,6 +12,7 @@
 
 #include "lily/cli/answer_printer.h"
 #include "lily/cli/commands.h"
+#include "lily/cli/device_flag.h"
 #include "lily/cli/generation_flags.h"
 #include "lily/error.h"
 #include "lily/runtime/generator.h"
@@ -49,11 +50,13 @@ Command add_chat_command(CLI::App& app) {
     GenerationFlags gen;
   };
   auto o = std::make_shared<Opts>();
+  auto device = std::make_shared<DeviceFlag>();
   CLI::App* sub = app.add_subcommand("chat", "interactive multi-turn chat (/reset, /exit; Ctrl-C stops an answer)");
   sub->add_option("model", o->model, "model directory or Hugging Face repo id (default: the bundled model)");
   o->gen.add_to(sub);
-  return {sub, [o]() {
-            auto engine = Engine::load(o->model.empty() ? default_model() : o->model);
+  device->add_to(sub);
+  return {sub, [o, device]() {
+            auto engine = Engine::load(o->model.empty() ? default_model() : o->model, device->backend());
             struct sigaction sa {};
             sa.sa_handler = on_sigint;
             sigemptyset(&sa.sa_mask);
@@ -64,7 +67,7 @@ Command add_chat_command(CLI::App& app) {
             const SamplingParams sampling = o->gen.sampling(*engine);
             const int64_t ctx = o->gen.context > 0 ? o->gen.context : engine->model().config().max_position_embeddings;
             o->gen.check_memory(*engine, ctx, std::min<int64_t>(ctx, 4096));
-            Session session(engine->model());
+            Session session(engine->model(), engine->backend());
             nlohmann::ordered_json history = nlohmann::ordered_json::array();
             auto reset = [&] {
               history = nlohmann::ordered_json::array();

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "lily/cli/commands.h"
+#include "lily/cli/device_flag.h"
 #include "lily/error.h"
 #include "lily/model/qwen35moe.h"
 
@@ -16,17 +17,19 @@ Command add_logits_command(CLI::App& app) {
     int64_t chunk = 0;
   };
   auto o = std::make_shared<Opts>();
+  auto device = std::make_shared<DeviceFlag>();
   CLI::App* sub = app.add_subcommand("logits", "write float32 little-endian logits [T, vocab] for every position");
   sub->add_option("--model", o->model, "model directory")->required();
   sub->add_option("--tokens", o->tokens, "comma-separated token ids")->required();
   sub->add_option("--out", o->out, "output file")->required();
   sub->add_flag("--decode", o->decode, "feed the tokens one at a time through the caches instead of one prefill");
   sub->add_option("--chunk", o->chunk, "feed the prompt in pieces of this many tokens")->check(CLI::PositiveNumber);
-  return {sub, [o]() {
+  device->add_to(sub);
+  return {sub, [o, device]() {
             const std::vector<int32_t> tokens = parse_token_list(o->tokens);
             auto model = Model::load(o->model);
-            Qwen35MoeForward fwd(*model);
-            SequenceState state(model->config());
+            Qwen35MoeForward fwd(*model, device->backend());
+            SequenceState state = fwd.new_state();
             const size_t step = o->decode ? 1 : (o->chunk > 0 ? static_cast<size_t>(o->chunk) : tokens.size());
             std::vector<float> all;
             for (size_t i = 0; i < tokens.size(); i += step) {

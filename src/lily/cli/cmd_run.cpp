@@ -5,6 +5,7 @@
 
 #include "lily/cli/answer_printer.h"
 #include "lily/cli/commands.h"
+#include "lily/cli/device_flag.h"
 #include "lily/cli/generation_flags.h"
 #include "lily/error.h"
 #include "lily/runtime/generator.h"
@@ -19,19 +20,21 @@ Command add_run_command(CLI::App& app) {
     bool quiet = false;
   };
   auto o = std::make_shared<Opts>();
+  auto device = std::make_shared<DeviceFlag>();
   CLI::App* sub = app.add_subcommand("run", "answer one prompt, streaming the reply (MODEL defaults to the bundled model)");
   sub->add_option("args", o->args, "[MODEL] PROMPT: a model directory or Hugging Face repo id, then the prompt")
       ->required()
       ->expected(1, 2);
   o->gen.add_to(sub);
+  device->add_to(sub);
   sub->add_flag("--quiet", o->quiet, "do not print the speed line");
-  return {sub, [o]() {
+  return {sub, [o, device]() {
             const std::string model = o->args.size() == 2 ? o->args[0] : default_model();
             const std::string prompt = o->args.back();
             std::error_code ec;
             if (o->args.size() == 1 && std::filesystem::is_directory(prompt, ec))
               throw Error("'" + prompt + "' is a directory, not a prompt: give the prompt after the model (lily run MODEL \"PROMPT\")");
-            auto engine = Engine::load(model);
+            auto engine = Engine::load(model, device->backend());
             ChatRequest req;
             if (!o->gen.system.empty()) req.messages.push_back({{"role", "system"}, {"content", o->gen.system}});
             req.messages.push_back({{"role", "user"}, {"content", prompt}});
@@ -50,7 +53,7 @@ Command add_run_command(CLI::App& app) {
             g.sampling = o->gen.sampling(*engine);
             g.max_tokens = o->gen.max_tokens;
             g.stop = o->gen.stop;
-            Session session(engine->model());
+            Session session(engine->model(), engine->backend());
             OutputParser parser(!o->gen.no_think, nullptr);
             AnswerPrinter printer(o->gen.hide_reasoning);
             const GenerationResult r = generate(*engine, session, g, [&](const std::string& text) {

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "lily/cli/commands.h"
+#include "lily/cli/device_flag.h"
 #include "lily/cli/generation_flags.h"
 #include "lily/error.h"
 #include "lily/runtime/memory_plan.h"
@@ -47,6 +48,7 @@ Command add_serve_command(CLI::App& app) {
     CpuFlags cpu;
   };
   auto o = std::make_shared<Opts>();
+  auto device = std::make_shared<DeviceFlag>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (MODEL defaults to the bundled model)");
   sub->add_option("model", o->model, "a model directory or Hugging Face repo id")->expected(0, 1);
   sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
@@ -86,7 +88,8 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--memory-budget", o->budget_gb, "GiB for weights, sequences and cache; refuse to start beyond it");
   sub->add_option("--deployment-config", o->deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
   o->cpu.add_to(sub);
-  return {sub, [o]() {
+  device->add_to(sub);
+  return {sub, [o, device]() {
             o->cpu.apply();
             const std::string model = o->model.empty() ? default_model() : o->model[0];
             const double budget = memory_budget_gb(o->budget_gb, o->deployment_config);
@@ -104,7 +107,7 @@ Command add_serve_command(CLI::App& app) {
             std::signal(SIGPIPE, SIG_IGN);
             srv.run(
                 [&](server::ServerOptions& opt) {
-                  auto engine = Engine::load(model);
+                  auto engine = Engine::load(model, device->backend());
                   opt.resolve_context(engine->model().config());  // the memory plan needs it before the server starts
                   plan_server_memory(*engine, opt, budget);
                   return engine;

@@ -10,6 +10,17 @@ namespace lily {
 
 namespace {
 
+// A plain matrix viewing `rows` x `cols` elements of `dtype` at `data`.
+Matrix plain(DType dtype, const void* data, int64_t rows, int64_t cols) {
+  Matrix m;
+  m.dtype = dtype;
+  m.data = data;
+  m.rows = rows;
+  m.cols = cols;
+  return m;
+}
+
+
 std::string shape_str(const std::vector<int64_t>& s) {
   TensorView t;
   t.shape = s;
@@ -61,7 +72,7 @@ class Binder {
     if (!has(base + ".scales")) {
       const TensorView& t = need(base + ".weight", shape);
       for (int64_t i = 0; i < count; ++i)
-        out[i] = Matrix{t.dtype, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(i * rows * cols) * dtype_size(t.dtype), rows, cols};
+        out[i] = plain(t.dtype, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(i * rows * cols) * dtype_size(t.dtype), rows, cols);
       return out;
     }
     const auto q = config_.quantization.bits > 0 ? config_.quantization.for_module(base)
@@ -171,9 +182,9 @@ void bind_moe(Binder& b, const Scheme& s, const ModelConfig& c, const std::strin
     const size_t es = dtype_size(gu.dtype), ds = dtype_size(dn.dtype);
     for (int64_t e = 0; e < E; ++e) {
       const auto* base = static_cast<const uint8_t*>(gu.data) + static_cast<size_t>(e * 2 * I * H) * es;
-      m->gate.push_back(Matrix{gu.dtype, base, I, H});
-      m->up.push_back(Matrix{gu.dtype, base + static_cast<size_t>(I * H) * es, I, H});
-      m->down.push_back(Matrix{dn.dtype, static_cast<const uint8_t*>(dn.data) + static_cast<size_t>(e * H * I) * ds, H, I});
+      m->gate.push_back(plain(gu.dtype, base, I, H));
+      m->up.push_back(plain(gu.dtype, base + static_cast<size_t>(I * H) * es, I, H));
+      m->down.push_back(plain(dn.dtype, static_cast<const uint8_t*>(dn.data) + static_cast<size_t>(e * H * I) * ds, H, I));
     }
     report->parameters += E * 3 * I * H;
     report->fused_experts = true;

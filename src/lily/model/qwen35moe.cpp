@@ -1,27 +1,67 @@
 #include "lily/model/qwen35moe.h"
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 
-#include "lily/backend/cpu/attention.h"
-#include "lily/backend/cpu/elementwise.h"
-#include "lily/backend/cpu/gated_delta.h"
-#include "lily/backend/cpu/matmul.h"
-#include "lily/backend/cpu/moe.h"
-#include "lily/backend/cpu/thread_pool.h"
+#include "lily/backend/backend_factory.h"
 #include "lily/error.h"
 
 namespace lily {
 
-using Buffer = std::vector<float>;
-
 namespace {
-cpu::Rows rows_of(ForwardMode mode) { return mode == ForwardMode::Prompt ? cpu::Rows::Prompt : cpu::Rows::Tokens; }
+
+RowKind kind_of(ForwardMode mode) { return mode == ForwardMode::Prompt ? RowKind::Prompt : RowKind::Tokens; }
+
+// The weight set with every matrix and vector in the backend's memory.
+ModelWeights bound_to(Backend& b, const ModelWeights& w) {
+  ModelWeights out;
+  out.embed = b.bind(w.embed);
+  out.lm_head = b.bind(w.lm_head);
+  out.final_norm = b.bind(w.final_norm);
+  for (const LayerWeights& L : w.layers) {
+    LayerWeights& o = out.layers.emplace_back();
+    o.kind = L.kind;
+    o.input_norm = b.bind(L.input_norm);
+    o.post_attention_norm = b.bind(L.post_attention_norm);
+    if (L.kind == LayerKind::LinearAttention) {
+      const GatedDeltaNetWeights& g = L.gdn;
+      o.gdn = {b.bind(g.in_qkv), b.bind(g.in_z),      b.bind(g.in_b),    b.bind(g.in_a), b.bind(g.out),
+               b.bind(g.conv),   b.bind(g.neg_exp_a), b.bind(g.dt_bias), b.bind(g.norm)};
+    } else {
+      const AttentionWeights& a = L.attn;
+      o.attn = {b.bind(a.q), b.bind(a.k), b.bind(a.v), b.bind(a.o), b.bind(a.q_norm), b.bind(a.k_norm)};
+    }
+    const MoeWeights& m = L.moe;
+    o.moe.router = b.bind(m.router);
+    for (const Matrix& x : m.gate) o.moe.gate.push_back(b.bind(x));
+    for (const Matrix& x : m.up) o.moe.up.push_back(b.bind(x));
+    for (const Matrix& x : m.down) o.moe.down.push_back(b.bind(x));
+    o.moe.shared_gate = b.bind(m.shared_gate);
+    o.moe.shared_up = b.bind(m.shared_up);
+    o.moe.shared_down = b.bind(m.shared_down);
+    o.moe.shared_expert_gate = b.bind(m.shared_expert_gate);
+  }
+  return out;
+}
+
 }  // namespace
 
-Qwen35MoeForward::Qwen35MoeForward(const Model& model)
-    : model_(model), cfg_(model.config()), inv_freq_(cpu::rope_inv_freq(cfg_.rope_theta, cfg_.rotary_dim)) {}
+Qwen35MoeForward::Qwen35MoeForward(const Model& model, std::shared_ptr<Backend> backend)
+    : model_(model),
+      cfg_(model.config()),
+      backend_(backend ? std::move(backend) : make_backend(Device::Cpu)),
+      weights_(bound_to(*backend_, model.weights())),
+      layout_(state_layout(cfg_)),
+      delta_{cfg_.linear_num_key_heads, cfg_.linear_num_value_heads, cfg_.linear_key_head_dim,
+             cfg_.linear_value_head_dim, cfg_.linear_conv_kernel, kDeltaChunk},
+      attention_{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim, cfg_.rotary_dim, cfg_.rope_theta} {
+  for (const LayerWeights& L : weights_.layers) {
+    const MoeWeights& m = L.moe;
+    experts_.push_back({&m.router, m.gate, m.up, m.down, &m.shared_gate, &m.shared_up, &m.shared_down,
+                        &m.shared_expert_gate});
+  }
+}
+
+SequenceState Qwen35MoeForward::new_state() const { return SequenceState(backend_->new_state(layout_)); }
 
 void Qwen35MoeForward::check_tokens(std::span<const int32_t> tokens) const {
   const int64_t V = cfg_.vocab_size;
@@ -73,23 +113,26 @@ std::vector<float> Qwen35MoeForward::prefill_batch(std::span<const std::vector<i
 
 std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::span<const Segment> segs,
                                          ForwardMode mode, LogitsFor which) {
-  const int64_t T = static_cast<int64_t>(tokens.size()), H = cfg_.hidden_size, V = cfg_.vocab_size;
-  const ModelWeights& w = model_.weights();
+  Backend& B = *backend_;
+  const ModelWeights& w = weights_;
+  const int64_t T = static_cast<int64_t>(tokens.size()), H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const RowKind kind = kind_of(mode);
+  std::vector<SeqSlice> seqs;
+  for (const Segment& s : segs) seqs.push_back({&s.state->storage(), s.row, s.rows, s.state->position()});
 
-  Buffer x(T * H), h(T * H), out(T * H);
-  cpu::gather_rows(w.embed, tokens.data(), T, x.data());
+  Tensor x = B.embed(w.embed, tokens), h = B.tensor(T, H), out = B.tensor(T, H);
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     const LayerWeights& L = w.layers[i];
-    cpu::rmsnorm(x.data(), T, H, L.input_norm.data(), eps, h.data());
+    B.rmsnorm(x, L.input_norm, eps, h);
     if (L.kind == LayerKind::LinearAttention)
-      gated_delta_net(i, segs, mode, h.data(), T, out.data());
+      gated_delta_net(i, seqs, kind, h, out);
     else
-      attention(i, segs, mode, h.data(), T, out.data());
-    for (int64_t j = 0; j < T * H; ++j) x[j] += out[j];
-    cpu::rmsnorm(x.data(), T, H, L.post_attention_norm.data(), eps, h.data());
-    cpu::moe_block(h.data(), T, L.moe, cfg_.experts_per_token, out.data(), rows_of(mode));
-    for (int64_t j = 0; j < T * H; ++j) x[j] += out[j];
+      attention(i, seqs, kind, h, out);
+    B.add(x, out);
+    B.rmsnorm(x, L.post_attention_norm, eps, h);
+    B.moe(h, experts_[i], cfg_.experts_per_token, out, kind);
+    B.add(x, out);
   }
   for (const Segment& s : segs) s.state->advance(s.rows);
 
@@ -103,102 +146,51 @@ std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::s
   else
     for (const Segment& s : segs) picked.push_back(s.row + s.rows - 1);
   const int64_t rows = static_cast<int64_t>(picked.size());
-  Buffer last(rows * H);
-  for (int64_t i = 0; i < rows; ++i) std::copy_n(x.data() + picked[i] * H, H, last.data() + i * H);
-  cpu::rmsnorm(last.data(), rows, H, w.final_norm.data(), eps, h.data());
-  std::vector<float> logits(static_cast<size_t>(rows * V));
+  Tensor last = B.gather(x, picked), normed = B.tensor(rows, H), logits = B.tensor(rows, cfg_.vocab_size);
+  B.rmsnorm(last, w.final_norm, eps, normed);
   const bool whole_prompt = which == LogitsFor::AllPositions && rows > 1;
-  cpu::matmul(h.data(), rows, w.lm_head, logits.data(), whole_prompt ? rows_of(mode) : cpu::Rows::Tokens);
-  return logits;
+  B.matmul(normed, w.lm_head, logits, whole_prompt ? kind : RowKind::Tokens);
+  return B.to_host(logits);
 }
 
-void Qwen35MoeForward::gated_delta_net(int64_t layer, std::span<const Segment> segs, ForwardMode mode,
-                                       const float* x, int64_t T, float* out) {
-  const GatedDeltaNetWeights& g = model_.weights().layers[layer].gdn;
-  const int64_t C = cfg_.gdn_conv_dim(), KD = cfg_.gdn_key_dim(), VD = cfg_.gdn_value_dim();
-  const int64_t Hk = cfg_.linear_num_key_heads, Hv = cfg_.linear_num_value_heads;
-  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim;
-  const cpu::Rows rk = rows_of(mode);
+void Qwen35MoeForward::gated_delta_net(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x,
+                                       Tensor& out) {
+  Backend& B = *backend_;
+  const GatedDeltaNetWeights& g = weights_.layers[layer].gdn;
+  const int64_t T = x.rows, C = cfg_.gdn_conv_dim(), VD = cfg_.gdn_value_dim(), Hv = cfg_.linear_num_value_heads;
 
-  Buffer qkv(T * C), mixed(T * C), z(T * VD), b(T * Hv), a(T * Hv);
-  const cpu::Product in_proj[] = {
-      {x, &g.in_qkv, qkv.data()}, {x, &g.in_z, z.data()}, {x, &g.in_b, b.data()}, {x, &g.in_a, a.data()}};
-  cpu::matmul_batch(in_proj, T, rk);
-  for (const Segment& s : segs)
-    cpu::causal_conv_silu(qkv.data() + s.row * C, s.rows, C, g.conv.data(), cfg_.linear_conv_kernel,
-                          s.state->layer(layer).conv.data(), mixed.data() + s.row * C);
-
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  for (int64_t t = 0; t < T; ++t) {
-    float* row = mixed.data() + t * C;
-    for (int64_t hk = 0; hk < Hk; ++hk) {
-      cpu::l2norm_scale(row + hk * dk, dk, 1e-6f, q_scale);
-      cpu::l2norm_scale(row + KD + hk * dk, dk, 1e-6f, 1.0f);
-    }
-    for (int64_t hv = 0; hv < Hv; ++hv) {
-      b[t * Hv + hv] = cpu::sigmoid(b[t * Hv + hv]);
-      a[t * Hv + hv] = g.neg_exp_a[hv] * cpu::softplus(a[t * Hv + hv] + g.dt_bias[hv]);  // log decay
-    }
-  }
-
-  Buffer o(T * VD);
-  const int64_t group = Hv / Hk;  // v head h reads q/k head h / group
-  const int64_t S = static_cast<int64_t>(segs.size());
-  // heads of every sequence are independent: each owns its state and its slice of the output
-  cpu::ThreadPool::global().parallel_for(S * Hv, 1, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const Segment& s = segs[j / Hv];
-      const int64_t hv = j % Hv, hk = hv / group, r = s.row;
-      cpu::DeltaHeadInputs in{mixed.data() + r * C + hk * dk, mixed.data() + r * C + KD + hk * dk,
-                              mixed.data() + r * C + 2 * KD + hv * dv, a.data() + r * Hv + hv, b.data() + r * Hv + hv,
-                              C, C, C, Hv, Hv};
-      float* state = s.state->layer(layer).recurrent.data() + hv * dk * dv;
-      float* dst = o.data() + r * VD + hv * dv;
-      const int64_t p0 = s.state->position();
-      if (mode == ForwardMode::Decode)
-        cpu::gated_delta_recurrent(in, s.rows, dk, dv, state, dst, VD);
-      else
-        cpu::gated_delta_chunked(in, s.rows, dk, dv, kDeltaChunk, kDeltaChunk - p0 % kDeltaChunk, state, dst, VD);
-    }
-  });
-  cpu::gated_rmsnorm(o.data(), z.data(), T * Hv, dv, g.norm.data(), static_cast<float>(cfg_.rms_norm_eps), o.data());
-  cpu::matmul(o.data(), T, g.out, out, rk);
+  Tensor qkv = B.tensor(T, C), z = B.tensor(T, VD), beta = B.tensor(T, Hv), decay = B.tensor(T, Hv);
+  const MatmulJob in_proj[] = {{&x, &g.in_qkv, &qkv}, {&x, &g.in_z, &z}, {&x, &g.in_b, &beta}, {&x, &g.in_a, &decay}};
+  B.matmul_batch(in_proj, kind);
+  Tensor mixed = B.tensor(T, C);
+  B.conv_silu(layer, seqs, qkv, g.conv, delta_, mixed);
+  B.delta_gates(mixed, beta, decay, g.neg_exp_a, g.dt_bias, delta_);
+  Tensor o = B.tensor(T, VD);
+  B.delta_rule(layer, seqs, mixed, decay, beta, delta_, kind, o);
+  B.gated_rmsnorm(o, z, g.norm, static_cast<float>(cfg_.rms_norm_eps), o);
+  B.matmul(o, g.out, out, kind);
 }
 
-void Qwen35MoeForward::attention(int64_t layer, std::span<const Segment> segs, ForwardMode mode, const float* x,
-                                 int64_t T, float* out) {
-  const AttentionWeights& w = model_.weights().layers[layer].attn;
-  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+void Qwen35MoeForward::attention(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x,
+                                 Tensor& out) {
+  Backend& B = *backend_;
+  const AttentionWeights& w = weights_.layers[layer].attn;
+  const int64_t T = x.rows, nh = cfg_.num_heads, nkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  const cpu::Rows rk = rows_of(mode);
 
-  Buffer qg(T * nh * 2 * hd), q(T * nh * hd), gate(T * nh * hd), k(T * nkv * hd), v(T * nkv * hd);
-  const cpu::Product in_proj[] = {{x, &w.q, qg.data()}, {x, &w.k, k.data()}, {x, &w.v, v.data()}};
-  cpu::matmul_batch(in_proj, T, rk);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < nh; ++h) {
-      const float* src = qg.data() + (t * nh + h) * 2 * hd;  // per head [q_h | gate_h]
-      std::copy(src, src + hd, q.data() + (t * nh + h) * hd);
-      std::copy(src + hd, src + 2 * hd, gate.data() + (t * nh + h) * hd);
-    }
-  cpu::rmsnorm(q.data(), T * nh, hd, w.q_norm.data(), eps, q.data());
-  cpu::rmsnorm(k.data(), T * nkv, hd, w.k_norm.data(), eps, k.data());
-
-  Buffer attn(T * nh * hd);
-  for (const Segment& s : segs) {
-    LayerState& st = s.state->layer(layer);
-    const int64_t p0 = s.state->position();
-    for (int64_t t = s.row; t < s.row + s.rows; ++t) {
-      cpu::apply_rope(q.data() + t * nh * hd, nh, hd, cfg_.rotary_dim, inv_freq_.data(), p0 + t - s.row);
-      cpu::apply_rope(k.data() + t * nkv * hd, nkv, hd, cfg_.rotary_dim, inv_freq_.data(), p0 + t - s.row);
-    }
-    st.keys.insert(st.keys.end(), k.begin() + s.row * nkv * hd, k.begin() + (s.row + s.rows) * nkv * hd);
-    st.values.insert(st.values.end(), v.begin() + s.row * nkv * hd, v.begin() + (s.row + s.rows) * nkv * hd);
-    cpu::causal_attention(q.data() + s.row * nh * hd, s.rows, p0, st.keys.data(), st.values.data(), nh, nkv, hd,
-                          1.0f / std::sqrt(static_cast<float>(hd)), attn.data() + s.row * nh * hd);
-  }
-  for (int64_t i = 0; i < T * nh * hd; ++i) attn[i] *= cpu::sigmoid(gate[i]);
-  cpu::matmul(attn.data(), T, w.o, out, rk);
+  Tensor qg = B.tensor(T, nh * 2 * hd), k = B.tensor(T, nkv * hd), v = B.tensor(T, nkv * hd);
+  const MatmulJob in_proj[] = {{&x, &w.q, &qg}, {&x, &w.k, &k}, {&x, &w.v, &v}};
+  B.matmul_batch(in_proj, kind);
+  Tensor q = B.tensor(T, nh * hd), gate = B.tensor(T, nh * hd);
+  B.split_query_gate(qg, nh, hd, q, gate);
+  B.rmsnorm(q, w.q_norm, eps, q);
+  B.rmsnorm(k, w.k_norm, eps, k);
+  B.rope(q, nh, seqs, attention_);
+  B.rope(k, nkv, seqs, attention_);
+  Tensor attn = B.tensor(T, nh * hd);
+  B.attention(layer, seqs, q, k, v, attention_, attn);
+  B.sigmoid_mul(attn, gate);
+  B.matmul(attn, w.o, out, kind);
 }
 
 }  // namespace lily

@@ -1,13 +1,17 @@
-// The Qwen3.5/3.6 MoE forward pass, written once over the CPU op set:
-// embeddings, 40 (or, for test models, any number of) decoder layers that mix
-// Gated DeltaNet and gated full attention, each followed by the sparse MoE
-// block, then the final norm and the untied head.
+// The Qwen3.5/3.6 MoE forward pass, written once over the Backend's
+// operations: embeddings, 40 (or, for test models, any number of) decoder
+// layers that mix Gated DeltaNet and gated full attention, each followed by
+// the sparse MoE block, then the final norm and the untied head. Which
+// backend computes it (and where the weights and states live) is chosen when
+// it is made; nothing here touches an activation's memory.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "lily/backend/backend.h"
 #include "lily/model/model.h"
 #include "lily/model/sequence_state.h"
 
@@ -25,7 +29,12 @@ enum class ForwardMode { Prompt, Decode };
 
 class Qwen35MoeForward {
  public:
-  explicit Qwen35MoeForward(const Model& model);
+  // Binds the model's weights to `backend` (the CPU backend when null).
+  explicit Qwen35MoeForward(const Model& model, std::shared_ptr<Backend> backend = nullptr);
+
+  // An empty sequence, its state in the backend's memory.
+  SequenceState new_state() const;
+  Backend& backend() const { return *backend_; }
 
   // Consumes `tokens` at the state's current position and advances it.
   // Returns logits [rows, vocab] where rows is tokens.size() or 1.
@@ -59,13 +68,17 @@ class Qwen35MoeForward {
   std::vector<float> run(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
                          LogitsFor which);
   void check_tokens(std::span<const int32_t> tokens) const;
-  void gated_delta_net(int64_t layer, std::span<const Segment> segs, ForwardMode mode, const float* x, int64_t T,
-                       float* out);
-  void attention(int64_t layer, std::span<const Segment> segs, ForwardMode mode, const float* x, int64_t T, float* out);
+  void gated_delta_net(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);
+  void attention(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);
 
   const Model& model_;
   const ModelConfig& cfg_;
-  std::vector<float> inv_freq_;
+  std::shared_ptr<Backend> backend_;
+  ModelWeights weights_;               // bound to the backend
+  std::vector<ExpertWeights> experts_;  // per layer, views into weights_
+  StateLayout layout_;
+  DeltaShape delta_;
+  AttentionShape attention_;
 };
 
 }  // namespace lily

@@ -1,40 +1,49 @@
-// Everything one sequence carries between forward calls: the KV cache of the
-// full-attention layers and the conv + recurrent state of the GDN layers.
-// Feeding a prompt in one call, in chunks or token by token through the same
-// state gives the same logits.
+// Everything one sequence carries between forward calls: how many tokens it
+// has consumed, and the state its backend keeps for it (the KV cache of the
+// full-attention layers, the conv + recurrent state of the GDN layers) in
+// that backend's memory. Feeding a prompt in one call, in chunks or token by
+// token through the same state gives the same logits. Copying a state takes
+// a snapshot in the same memory (the prefix cache's entries).
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
+#include "lily/backend/backend.h"
 #include "lily/model/config.h"
 
 namespace lily {
 
-struct LayerState {
-  // full attention: [positions, kv_heads, head_dim]
-  std::vector<float> keys, values;
-  // Gated DeltaNet: [kernel-1, conv_dim] pre-conv rows, oldest first; [v_heads, dk, dv]
-  std::vector<float> conv, recurrent;
-};
+// The state layout of a model's configuration.
+StateLayout state_layout(const ModelConfig& config);
 
 class SequenceState {
  public:
-  explicit SequenceState(const ModelConfig& config);
+  explicit SequenceState(std::unique_ptr<StateStorage> storage) : storage_(std::move(storage)) {}
+  SequenceState(const SequenceState& o) : position_(o.position_), storage_(o.storage_->clone()) {}
+  SequenceState& operator=(const SequenceState& o) {
+    if (this != &o) {
+      position_ = o.position_;
+      storage_ = o.storage_->clone();
+    }
+    return *this;
+  }
+  SequenceState(SequenceState&&) noexcept = default;
+  SequenceState& operator=(SequenceState&&) noexcept = default;
 
   int64_t position() const { return position_; }  // tokens consumed so far
   void advance(int64_t n) { position_ += n; }
   // Returns to the empty sequence.
-  void reset();
-
-  LayerState& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
-  const LayerState& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
-  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  void reset() {
+    position_ = 0;
+    storage_->reset();
+  }
+  StateStorage& storage() { return *storage_; }
+  size_t bytes() const { return sizeof(*this) + storage_->bytes(); }
 
  private:
-  const ModelConfig* config_;
   int64_t position_ = 0;
-  std::vector<LayerState> layers_;
+  std::unique_ptr<StateStorage> storage_;
 };
 
 }  // namespace lily

@@ -29,11 +29,11 @@ std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab) {
   return p;
 }
 
-BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps) {
+BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps, std::shared_ptr<Backend> backend) {
   const auto prompt = bench_prompt(context, model.config().vocab_size);
-  Qwen35MoeForward fwd(model);
+  Qwen35MoeForward fwd(model, std::move(backend));
   {  // warm-up: the same shapes on a state that is thrown away
-    SequenceState warm(model.config());
+    SequenceState warm = fwd.new_state();
     auto l = fwd.forward(prompt, warm, LogitsFor::LastPosition);
     for (int i = 0; i < 2; ++i) {
       const int32_t t = argmax(l);
@@ -43,7 +43,7 @@ BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps)
   BenchResult r;
   r.context = context;
   r.decode_steps = decode_steps;
-  SequenceState state(model.config());
+  SequenceState state = fwd.new_state();
   const auto t0 = clock_type::now();
   std::vector<float> logits = fwd.forward(prompt, state, LogitsFor::LastPosition);
   int32_t tok = argmax(logits);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "lily/backend/backend.h"
 #include "lily/model/model.h"
 
 namespace lily {
@@ -28,7 +29,9 @@ struct BenchResult {
 };
 
 std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab);
-BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps);
+// `backend`: where it runs (the CPU when null).
+BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps,
+                      std::shared_ptr<Backend> backend = nullptr);
 
 // Sustained read bandwidth of this machine in bytes/s, over all pool threads (best of `repeats`).
 double measure_read_bandwidth(size_t bytes, int repeats);

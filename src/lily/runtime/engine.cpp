@@ -7,18 +7,20 @@
 
 #include "lily/error.h"
 #include "lily/io/bounded_input.h"
+#include "lily/backend/backend_factory.h"
 #include "lily/io/model_locator.h"
 
 namespace lily {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Engine> Engine::load(const std::string& path_or_repo) {
+std::unique_ptr<Engine> Engine::load(const std::string& path_or_repo, std::shared_ptr<Backend> backend) {
   auto e = std::make_unique<Engine>();
   e->dir_ = locate_model(path_or_repo);
   const fs::path tok = fs::path(e->dir_) / "tokenizer.json";
   if (!fs::exists(tok)) throw Error(e->dir_ + ": no tokenizer.json (needed to turn text into tokens)");
   e->model_ = Model::load(e->dir_);
+  e->backend_ = backend ? std::move(backend) : make_backend(Device::Cpu);
   e->tokenizer_ = Tokenizer::load(tok.string());
   e->template_ = ChatTemplate::from_model_dir(e->dir_);
   e->defaults_ = SamplingParams::from_generation_config(e->dir_);

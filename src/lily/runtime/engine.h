@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lily/backend/backend.h"
 #include "lily/model/model.h"
 #include "lily/runtime/sampler.h"
 #include "lily/text/chat_template.h"
@@ -16,10 +17,12 @@ namespace lily {
 
 class Engine {
  public:
-  // `path_or_repo`: a directory or a Hugging Face repo id in the local cache.
-  static std::unique_ptr<Engine> load(const std::string& path_or_repo);
+  // `path_or_repo`: a directory or a Hugging Face repo id in the local cache;
+  // `backend`: where the model runs (the CPU when null).
+  static std::unique_ptr<Engine> load(const std::string& path_or_repo, std::shared_ptr<Backend> backend = nullptr);
 
   const Model& model() const { return *model_; }
+  const std::shared_ptr<Backend>& backend() const { return backend_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatTemplate& chat_template() const { return *template_; }
   const SamplingParams& default_sampling() const { return defaults_; }
@@ -38,6 +41,7 @@ class Engine {
  private:
   std::string dir_;
   std::unique_ptr<Model> model_;
+  std::shared_ptr<Backend> backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   SamplingParams defaults_;

@@ -4,14 +4,7 @@
 
 namespace lily {
 
-size_t PrefixCache::state_bytes(const SequenceState& state) {
-  size_t n = sizeof(SequenceState);
-  for (int64_t i = 0; i < state.num_layers(); ++i) {
-    const LayerState& l = state.layer(i);
-    n += (l.keys.size() + l.values.size() + l.conv.size() + l.recurrent.size()) * sizeof(float);
-  }
-  return n;
-}
+size_t PrefixCache::state_bytes(const SequenceState& state) { return state.bytes(); }
 
 size_t PrefixCache::restore(const std::vector<int32_t>& prompt, SequenceState& state) {
   std::lock_guard<std::mutex> lock(mu_);

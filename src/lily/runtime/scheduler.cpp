@@ -32,8 +32,8 @@ void Ticket::push(JobEvent ev) {
 }
 
 struct Scheduler::Slot {
-  Slot(const Engine& e, Job j, std::shared_ptr<Ticket> t)
-      : job(std::move(j)), ticket(std::move(t)), state(e.model().config()), cont(e, job.params, job.prompt) {}
+  Slot(const Engine& e, const Qwen35MoeForward& fwd, Job j, std::shared_ptr<Ticket> t)
+      : job(std::move(j)), ticket(std::move(t)), state(fwd.new_state()), cont(e, job.params, job.prompt) {}
   Job job;
   std::shared_ptr<Ticket> ticket;
   SequenceState state;
@@ -47,7 +47,7 @@ struct Scheduler::Slot {
 };
 
 Scheduler::Scheduler(const Engine& engine, SchedulerOptions opt)
-    : engine_(engine), opt_(opt), fwd_(engine.model()), cache_(opt.cache_enabled ? opt.cache_bytes : 0) {
+    : engine_(engine), opt_(opt), fwd_(engine.model(), engine.backend()), cache_(opt.cache_enabled ? opt.cache_bytes : 0) {
   const int64_t c = Qwen35MoeForward::kDeltaChunk;
   opt_.prefill_chunk = std::max<int64_t>(c, opt_.prefill_chunk / c * c);
   opt_.checkpoint_every = std::max<int64_t>(c, opt_.checkpoint_every / c * c);
@@ -151,7 +151,7 @@ void Scheduler::admit() {
     stats_.queued = queue_.size();
   }
   for (auto& [job, ticket] : taken) {
-    auto slot = std::make_unique<Slot>(engine_, std::move(job), std::move(ticket));
+    auto slot = std::make_unique<Slot>(engine_, fwd_, std::move(job), std::move(ticket));
     const int64_t len = static_cast<int64_t>(slot->job.prompt.size());
     slot->checkpoints = checkpoints_of(len);
     if (opt_.cache_enabled) slot->cached = static_cast<int64_t>(cache_.restore(slot->job.prompt, slot->state));

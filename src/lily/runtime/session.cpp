@@ -12,7 +12,8 @@ bool is_prefix(const std::vector<int32_t>& p, const std::vector<int32_t>& of) {
 }
 }  // namespace
 
-Session::Session(const Model& model) : model_(model), fwd_(model), state_(model.config()) {}
+Session::Session(const Model& model, std::shared_ptr<Backend> backend)
+    : model_(model), fwd_(model, std::move(backend)), state_(fwd_.new_state()) {}
 
 void Session::reset() {
   state_.reset();

@@ -16,7 +16,8 @@ namespace lily {
 
 class Session {
  public:
-  explicit Session(const Model& model);
+  // `backend`: where the model runs (the CPU when null).
+  explicit Session(const Model& model, std::shared_ptr<Backend> backend = nullptr);
 
   // Brings the state to hold exactly `prompt` and returns the logits of its
   // last token. Reuses the current state or the checkpoint when either holds

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "lily/model/weights.h"
+#include "lily/backend/tensor.h"
 
 namespace lily::cpu::amx {
 

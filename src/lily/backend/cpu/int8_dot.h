@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "lily/backend/cpu/kernels.h"
-#include "lily/model/weights.h"
+#include "lily/backend/tensor.h"
 
 namespace lily::cpu::int8 {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "lily/model/weights.h"
+#include "lily/backend/tensor.h"
 
 namespace lily::cpu {
 

@@ -66,14 +66,14 @@ void gather_tokens(const float* x, const std::vector<int64_t>& entries, int64_t 
 // One token: the gate and up products of the routed experts and the shared
 // one form one parallel loop, their down products another, so the rows of
 // all nine experts are shared among the threads however many there are.
-void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t t, int64_t k, float* yt) {
-  const int64_t H = w.router.cols;
+void moe_token(const float* xt, const ExpertWeights& w, const Route& route, int64_t t, int64_t k, float* yt) {
+  const int64_t H = w.router->cols;
   std::vector<std::vector<float>> g(k + 1), u(k + 1), d(k + 1);
   std::vector<Product> products;
   for (int64_t j = 0; j <= k; ++j) {
     const int32_t ex = j < k ? route.expert[t * k + j] : 0;
-    const Matrix& gate = j < k ? w.gate[ex] : w.shared_gate;
-    const Matrix& up = j < k ? w.up[ex] : w.shared_up;
+    const Matrix& gate = j < k ? w.gate[ex] : *w.shared_gate;
+    const Matrix& up = j < k ? w.up[ex] : *w.shared_up;
     g[j].resize(gate.rows);
     u[j].resize(up.rows);
     products.push_back({xt, &gate, g[j].data()});
@@ -83,14 +83,14 @@ void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t
   products.clear();
   for (int64_t j = 0; j <= k; ++j) {
     for (size_t i = 0; i < g[j].size(); ++i) g[j][i] = silu(g[j][i]) * u[j][i];
-    const Matrix& down = j < k ? w.down[route.expert[t * k + j]] : w.shared_down;
+    const Matrix& down = j < k ? w.down[route.expert[t * k + j]] : *w.shared_down;
     d[j].resize(down.rows);
     products.push_back({g[j].data(), &down, d[j].data()});
   }
   matmul_batch(products, 1, Rows::Tokens);
   // each expert's output scaled, then all summed in a fixed order, as moe_tokens does
   for (int64_t j = 0; j <= k; ++j) {
-    const float scale = j < k ? route.weight[t * k + j] : sigmoid(dot_row(w.shared_expert_gate, 0, xt));
+    const float scale = j < k ? route.weight[t * k + j] : sigmoid(dot_row(*w.shared_expert_gate, 0, xt));
     for (int64_t h = 0; h < H; ++h) d[j][h] = scale * d[j][h];
   }
   for (int64_t j = 0; j <= k; ++j)
@@ -100,8 +100,8 @@ void moe_token(const float* xt, const MoeWeights& w, const Route& route, int64_t
 // Several decode tokens: each expert runs once over the tokens routed to it,
 // with per-token dots, and each token's experts are added in rank order then
 // the shared one, exactly as moe_token adds them for a lone token.
-void moe_tokens(const float* x, int64_t T, const MoeWeights& w, const Route& route, int64_t k, float* y) {
-  const int64_t H = w.router.cols, E = w.router.rows;
+void moe_tokens(const float* x, int64_t T, const ExpertWeights& w, const Route& route, int64_t k, float* y) {
+  const int64_t H = w.router->cols, E = w.router->rows;
   std::vector<float> outs(static_cast<size_t>(T * (k + 1) * H));  // [token, rank (k = shared), H]
   const auto picked = entries_by_expert(route, T, k, E);
   std::vector<float> xs, g, u, d;
@@ -117,9 +117,9 @@ void moe_tokens(const float* x, int64_t T, const MoeWeights& w, const Route& rou
       for (int64_t h = 0; h < H; ++h) o[h] = wt * d[i * H + h];
     }
   }
-  swiglu_rows(x, T, w.shared_gate, w.shared_up, w.shared_down, Rows::Tokens, g, u, d);
+  swiglu_rows(x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Tokens, g, u, d);
   for (int64_t t = 0; t < T; ++t) {
-    const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
+    const float s = sigmoid(dot_row(*w.shared_expert_gate, 0, x + t * H));
     float* o = outs.data() + (t * (k + 1) + k) * H;
     for (int64_t h = 0; h < H; ++h) o[h] = s * d[t * H + h];
   }
@@ -131,11 +131,12 @@ void moe_tokens(const float* x, int64_t T, const MoeWeights& w, const Route& rou
 }
 }  // namespace
 
-void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y, Rows rows) {
-  const int64_t H = w.router.cols, E = w.router.rows;
+void moe_block(const float* x, int64_t T, const ExpertWeights& w, int64_t k, float* y, Rows rows, RouteLog* log) {
+  const int64_t H = w.router->cols, E = w.router->rows;
   std::vector<float> logits(static_cast<size_t>(T * E));
-  matmul(x, T, w.router, logits.data(), rows);
-  const Route route = moe_route(logits.data(), T, E, k);
+  matmul(x, T, *w.router, logits.data(), rows);
+  Route route = moe_route(logits.data(), T, E, k);
+  if (log) log->apply(route.expert, route.weight);
   std::fill(y, y + T * H, 0.f);
   if (rows == Rows::Tokens) {
     if (T == 1)
@@ -158,9 +159,9 @@ void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float*
       for (int64_t h = 0; h < H; ++h) yt[h] += wt * d[i * H + h];
     }
   }
-  swiglu_rows(x, T, w.shared_gate, w.shared_up, w.shared_down, Rows::Prompt, g, u, d);
+  swiglu_rows(x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Prompt, g, u, d);
   for (int64_t t = 0; t < T; ++t) {
-    const float s = sigmoid(dot_row(w.shared_expert_gate, 0, x + t * H));
+    const float s = sigmoid(dot_row(*w.shared_expert_gate, 0, x + t * H));
     for (int64_t h = 0; h < H; ++h) y[t * H + h] += s * d[t * H + h];
   }
 }

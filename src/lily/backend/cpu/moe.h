@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "lily/backend/cpu/matmul.h"
-#include "lily/model/weights.h"
+#include "lily/backend/backend.h"
 
 namespace lily::cpu {
 
@@ -22,6 +22,8 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k);
 // y = the MoE block of x [T, H]. `rows` says what the rows are (see matmul):
 // a prompt runs each expert once over the tokens routed to it; decode tokens
 // give each row exactly what a single-token step gives it.
-void moe_block(const float* x, int64_t T, const MoeWeights& w, int64_t k, float* y, Rows rows);
+// `log`, when given, records the routing or replaces it (RouteLog).
+void moe_block(const float* x, int64_t T, const ExpertWeights& w, int64_t k, float* y, Rows rows,
+               RouteLog* log = nullptr);
 
 }  // namespace lily::cpu

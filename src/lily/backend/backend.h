@@ -1,0 +1,160 @@
+// What the model asks of the hardware it runs on. A backend owns the weights
+// it computes with (bound once: the CPU reads the mapped file in place, a GPU
+// holds an uploaded copy), the sequence states (KV cache, conv and recurrent
+// state) and the activations, and implements every operation of the forward
+// pass on them. The model file says which operation follows which; the
+// backend says how each is computed, on which threads or streams.
+//
+// Row kinds: a Prompt call's rows are the tokens of prompts (tiled products,
+// the chunked delta rule), a Tokens call's rows are independent decode tokens
+// (one per sequence). Each kind gives a row the same result whatever else
+// shares the call, which makes batched decoding and resumed prompts exact.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lily/backend/tensor.h"
+
+namespace lily {
+
+enum class RowKind { Prompt, Tokens };
+
+// The shape of one sequence's state: per layer, either Gated DeltaNet
+// (conv rows and a [v_heads, dk, dv] recurrent state) or attention (a KV
+// cache of [positions, kv_heads, head_dim] that grows).
+struct StateLayout {
+  std::vector<bool> delta_layer;  // per layer: true for Gated DeltaNet, false for attention
+  int64_t conv_rows = 0, conv_dim = 0;
+  int64_t value_heads = 0, key_dim = 0, value_dim = 0;
+  int64_t kv_heads = 0, head_dim = 0;
+};
+
+// One sequence's state in a backend's memory.
+class StateStorage {
+ public:
+  virtual ~StateStorage() = default;
+  virtual std::unique_ptr<StateStorage> clone() const = 0;  // a snapshot, in the same memory
+  virtual void reset() = 0;                                  // back to the empty sequence
+  virtual size_t bytes() const = 0;
+};
+
+// Consecutive rows [row, row + rows) of a call belong to one sequence, which
+// held `position` tokens before the call.
+struct SeqSlice {
+  StateStorage* state;
+  int64_t row, rows, position;
+};
+
+struct MatmulJob {
+  const Tensor* x;  // [T, w->cols]
+  const Matrix* w;
+  Tensor* y;        // [T, w->rows]
+};
+
+// The matrices of one sparse MoE block.
+struct ExpertWeights {
+  const Matrix* router;                     // [experts, hidden]
+  std::span<const Matrix> gate, up, down;   // per expert
+  const Matrix *shared_gate, *shared_up, *shared_down;
+  const Matrix* shared_expert_gate;         // [1, hidden]
+};
+
+// The expert choices of each MoE call, recorded by one backend and replayed
+// by another: tiny random models route chaotically (a rounding-sized change
+// flips a near-tie expert), so two backends are compared on the same choices.
+struct RouteLog {
+  enum class Mode { Record, Replay } mode = Mode::Record;
+  std::vector<std::vector<int32_t>> experts;  // per call: [T, k]
+  std::vector<std::vector<float>> weights;    // per call: [T, k]
+  size_t next = 0;                            // the call to replay next
+
+  // Record: keeps the call's route. Replay: overwrites it with the recorded one.
+  void apply(std::vector<int32_t>& expert, std::vector<float>& weight);
+};
+
+struct DeltaShape {
+  int64_t key_heads, value_heads, key_dim, value_dim;
+  int64_t conv_kernel;
+  int64_t chunk;  // prompt rows go through the chunked rule in chunks aligned to absolute positions
+};
+
+struct AttentionShape {
+  int64_t heads, kv_heads, head_dim, rotary_dim;
+  double rope_theta;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string describe() const = 0;
+  // The memory bandwidth the weights are read at, measured, in bytes/s; 0
+  // where the caller measures it itself (the CPU's is the host's).
+  virtual double read_bandwidth() { return 0; }
+
+  // Weights in this backend's memory (the CPU returns the view it was given).
+  virtual Matrix bind(const Matrix& host) = 0;
+  virtual Vector bind(const Vector& host) = 0;
+  virtual std::unique_ptr<StateStorage> new_state(const StateLayout& layout) = 0;
+
+  // Activations.
+  virtual Tensor tensor(int64_t rows, int64_t cols) = 0;
+  virtual Tensor from_host(std::span<const float> data, int64_t rows, int64_t cols) = 0;
+  virtual std::vector<float> to_host(const Tensor& t) = 0;
+  // Rows `ids` of an embedding table.
+  virtual Tensor embed(const Matrix& table, std::span<const int32_t> ids) = 0;
+  // Rows `rows` of x, in that order.
+  virtual Tensor gather(const Tensor& x, std::span<const int64_t> rows) = 0;
+
+  // y = x * rsqrt(mean(x^2) + eps) * w over rows of w.size(); y may be x.
+  virtual void rmsnorm(const Tensor& x, const Vector& w, float eps, Tensor& y) = 0;
+  // x += y
+  virtual void add(Tensor& x, const Tensor& y) = 0;
+  // y = x W^T
+  virtual void matmul(const Tensor& x, const Matrix& w, Tensor& y, RowKind kind) = 0;
+  // Several products of the same rows and kind, each equal to its matmul alone.
+  virtual void matmul_batch(std::span<const MatmulJob> jobs, RowKind kind) = 0;
+  // The MoE block: softmax routing to the top k experts (weights renormalised),
+  // SwiGLU experts, plus the sigmoid-gated shared expert.
+  virtual void moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind kind) = 0;
+
+  // Gated DeltaNet. conv_silu: the causal depthwise conv + SiLU of each
+  // sequence's rows, its conv state advanced. `w` is [channels, kernel].
+  virtual void conv_silu(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& x, const Vector& w,
+                         const DeltaShape& s, Tensor& y) = 0;
+  // In place: q and k heads of `mixed` ([T, q | k | v]) l2-normed (q also
+  // scaled by 1/sqrt(key_dim)); beta = sigmoid(beta); decay = neg_exp_a *
+  // softplus(decay + dt_bias), the log decay.
+  virtual void delta_gates(Tensor& mixed, Tensor& beta, Tensor& decay, const Vector& neg_exp_a, const Vector& dt_bias,
+                           const DeltaShape& s) = 0;
+  // The gated delta rule per value head over each sequence's rows, its
+  // recurrent state advanced: recurrent steps for Tokens, chunks for Prompt.
+  // out is [T, value_heads * value_dim].
+  virtual void delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& mixed, const Tensor& decay,
+                          const Tensor& beta, const DeltaShape& s, RowKind kind, Tensor& out) = 0;
+  // y = rmsnorm(x) * w * silu(z) over rows of w.size(); y may be x.
+  virtual void gated_rmsnorm(const Tensor& x, const Tensor& z, const Vector& w, float eps, Tensor& y) = 0;
+
+  // Gated attention. Splits [T, heads * (q_h | gate_h)] into q and gate.
+  virtual void split_query_gate(const Tensor& qg, int64_t heads, int64_t head_dim, Tensor& q, Tensor& gate) = 0;
+  // NeoX rotation of each head of x ([T, heads * head_dim]) at its sequence position.
+  virtual void rope(Tensor& x, int64_t heads, std::span<const SeqSlice> seqs, const AttentionShape& s) = 0;
+  // Appends k and v to each sequence's cache, then causal grouped-query
+  // attention of q over it: out [T, heads * head_dim].
+  virtual void attention(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const AttentionShape& s, Tensor& out) = 0;
+  // x *= sigmoid(gate)
+  virtual void sigmoid_mul(Tensor& x, const Tensor& gate) = 0;
+
+  // Every moe() call records its routing to `log`, or takes it from it; null turns that off.
+  void set_route_log(RouteLog* log) { route_log_ = log; }
+
+ protected:
+  RouteLog* route_log_ = nullptr;
+};
+
+}  // namespace lily

@@ -1,0 +1,511 @@
+#include "lily/backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "lily/backend/cpu/attention.h"
+#include "lily/backend/cuda/kernels.h"
+#include "lily/error.h"
+
+namespace lily::cuda {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+namespace {
+
+// Device memory in blocks reused by size: activations come and go every
+// layer, and cudaMalloc is far too slow for that.
+class Pool {
+ public:
+  explicit Pool(int device) : device_(device) {}
+  ~Pool() {
+    for (auto& [size, p] : free_) cudaFree(p);
+  }
+  void* take(size_t bytes) {
+    bytes = round(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        return p;
+      }
+    }
+    return raw(bytes);
+  }
+  void give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.emplace(round(bytes), p);
+  }
+  // Memory that is not pooled (weights, states); failure names what was asked and what is free.
+  void* raw(size_t bytes) {
+    void* p = nullptr;
+    if (bytes == 0) bytes = 1;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      {
+        // give back the pooled blocks and try once more
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [size, q] : free_) cudaFree(q);
+        free_.clear();
+      }
+      e = cudaMalloc(&p, bytes);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw Error("out of GPU memory on device " + std::to_string(device_) + ": asked for " +
+                  std::to_string(bytes >> 20) + " MiB with " + std::to_string(free_b >> 20) + " MiB free of " +
+                  std::to_string(total_b >> 20) + " MiB");
+    }
+    return p;
+  }
+
+ private:
+  static size_t round(size_t b) {
+    size_t r = 256;
+    while (r < b) r <<= 1;
+    return r;
+  }
+  int device_;
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+};
+
+// A device allocation owned by a shared_ptr (weights, states).
+std::shared_ptr<void> device_block(const std::shared_ptr<Pool>& pool, size_t bytes) {
+  void* p = pool->raw(bytes);
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+ElemType elem_type(DType t) {
+  switch (t) {
+    case DType::F32: return ElemType::F32;
+    case DType::F16: return ElemType::F16;
+    case DType::BF16: return ElemType::BF16;
+    default: throw Error("the CUDA backend reads F32, F16 and BF16 weights, not " + std::string(dtype_name(t)));
+  }
+}
+
+DevMatrix dev(const Matrix& m) {
+  DevMatrix d;
+  d.data = static_cast<const uint8_t*>(m.data);
+  d.scales = static_cast<const uint8_t*>(m.scales);
+  d.biases = static_cast<const uint8_t*>(m.biases);
+  d.rows = m.rows;
+  d.cols = m.cols;
+  d.row_bytes = static_cast<int64_t>(m.row_bytes());
+  d.dtype = m.quantized() ? ElemType::F32 : elem_type(m.dtype);
+  d.bits = m.bits;
+  d.group_size = m.group_size;
+  d.scale_dtype = m.quantized() ? elem_type(m.scale_dtype) : ElemType::BF16;
+  return d;
+}
+
+struct KvBuffer {
+  std::shared_ptr<void> mem;
+  size_t used = 0, capacity = 0;  // floats
+};
+
+class CudaState : public StateStorage {
+ public:
+  struct Layer {
+    std::shared_ptr<void> conv, recurrent;  // [kernel-1, conv_dim], [v_heads, dk, dv]
+    size_t conv_n = 0, recurrent_n = 0;
+    KvBuffer keys, values;
+  };
+  CudaState(std::shared_ptr<Pool> pool, const StateLayout& l, cudaStream_t s) : pool_(std::move(pool)), stream_(s) {
+    layers_.resize(l.delta_layer.size());
+    for (size_t i = 0; i < layers_.size(); ++i)
+      if (l.delta_layer[i]) {
+        Layer& y = layers_[i];
+        y.conv_n = static_cast<size_t>(l.conv_rows * l.conv_dim);
+        y.recurrent_n = static_cast<size_t>(l.value_heads * l.key_dim * l.value_dim);
+        y.conv = device_block(pool_, y.conv_n * sizeof(float));
+        y.recurrent = device_block(pool_, y.recurrent_n * sizeof(float));
+      }
+    reset();
+  }
+  std::unique_ptr<StateStorage> clone() const override {
+    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, stream_));
+    c->layers_.resize(layers_.size());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& a = layers_[i];
+      Layer& b = c->layers_[i];
+      b.conv_n = a.conv_n;
+      b.recurrent_n = a.recurrent_n;
+      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n);
+      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n);
+      for (auto [from, to] : {std::pair{&a.keys, &b.keys}, std::pair{&a.values, &b.values}}) {
+        to->used = to->capacity = from->used;
+        if (from->used) to->mem = copy(from->mem.get(), from->used);
+      }
+    }
+    return c;
+  }
+  void reset() override {
+    for (Layer& l : layers_) {
+      if (l.conv) check(cudaMemsetAsync(l.conv.get(), 0, l.conv_n * sizeof(float), stream_), "state reset");
+      if (l.recurrent) check(cudaMemsetAsync(l.recurrent.get(), 0, l.recurrent_n * sizeof(float), stream_), "state reset");
+      l.keys.used = l.values.used = 0;
+    }
+  }
+  size_t bytes() const override {
+    size_t n = sizeof(*this);
+    for (const Layer& l : layers_) n += (l.conv_n + l.recurrent_n + l.keys.capacity + l.values.capacity) * sizeof(float);
+    return n;
+  }
+  Layer& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
+  // Appends n floats from device memory to a cache, growing it by doubling.
+  void append(KvBuffer& b, const float* src, size_t n) {
+    if (b.used + n > b.capacity) {
+      size_t cap = b.capacity ? b.capacity : 4096;
+      while (cap < b.used + n) cap *= 2;
+      auto mem = device_block(pool_, cap * sizeof(float));
+      if (b.used) check(cudaMemcpyAsync(mem.get(), b.mem.get(), b.used * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "KV grow");
+      b.mem = std::move(mem);
+      b.capacity = cap;
+    }
+    check(cudaMemcpyAsync(static_cast<float*>(b.mem.get()) + b.used, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                          stream_), "KV append");
+    b.used += n;
+  }
+
+ private:
+  CudaState(std::shared_ptr<Pool> pool, cudaStream_t s) : pool_(std::move(pool)), stream_(s) {}
+  std::shared_ptr<void> copy(const void* src, size_t n) const {
+    auto mem = device_block(pool_, n * sizeof(float));
+    check(cudaMemcpyAsync(mem.get(), src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "state copy");
+    return mem;
+  }
+  std::shared_ptr<Pool> pool_;
+  cudaStream_t stream_;
+  std::vector<Layer> layers_;
+};
+
+CudaState& state_of(const SeqSlice& s) { return static_cast<CudaState&>(*s.state); }
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(int ordinal) : device_(ordinal) {
+    check(cudaSetDevice(ordinal), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    pool_ = std::make_shared<Pool>(ordinal);
+    cudaDeviceProp p{};
+    check(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties");
+    name_ = p.name;
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::Cuda; }
+  // A device-to-device copy of 1 GiB reads and writes it: twice the bytes over the time, best of five.
+  double read_bandwidth() override {
+    const size_t bytes = size_t{1} << 30;
+    auto a = device_block(pool_, bytes), b = device_block(pool_, bytes);
+    cudaEvent_t e0, e1;
+    check(cudaEventCreate(&e0), "event");
+    check(cudaEventCreate(&e1), "event");
+    float best = 1e30f;
+    for (int i = 0; i < 5; ++i) {
+      check(cudaEventRecord(e0, stream_), "event");
+      check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "bandwidth copy");
+      check(cudaEventRecord(e1, stream_), "event");
+      check(cudaEventSynchronize(e1), "event");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, e0, e1), "event");
+      best = std::min(best, ms);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return 2.0 * static_cast<double>(bytes) / (best / 1e3);
+  }
+  std::string describe() const override { return "cuda:" + std::to_string(device_) + " (" + name_ + ")"; }
+
+  Matrix bind(const Matrix& host) override {
+    if (host.device == Device::Cuda) return host;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = matrices_.find(host.data); it != matrices_.end()) return it->second;
+    Matrix m = host;
+    const size_t data_bytes = static_cast<size_t>(host.rows) * host.row_bytes(), sb = host.scale_bytes();
+    auto data = upload(host.data, data_bytes);
+    std::shared_ptr<void> scales, biases;
+    if (host.quantized()) {
+      scales = upload(host.scales, sb);
+      biases = upload(host.biases, sb);
+    }
+    m.data = data.get();
+    m.scales = scales.get();
+    m.biases = biases.get();
+    m.device = Device::Cuda;
+    m.owner = std::make_shared<std::vector<std::shared_ptr<void>>>(std::vector<std::shared_ptr<void>>{data, scales, biases});
+    matrices_.emplace(host.data, m);
+    return m;
+  }
+
+  Vector bind(const Vector& host) override {
+    if (host.device == Device::Cuda) return host;
+    auto mem = upload(host.data(), host.size() * sizeof(float));
+    Vector v;
+    v.device = Device::Cuda;
+    v.ptr = static_cast<const float*>(mem.get());
+    v.n = host.n;
+    v.owner = mem;
+    return v;
+  }
+
+  std::unique_ptr<StateStorage> new_state(const StateLayout& layout) override {
+    return std::make_unique<CudaState>(pool_, layout, stream_);
+  }
+
+  Tensor tensor(int64_t rows, int64_t cols) override {
+    Tensor t;
+    t.device = Device::Cuda;
+    t.rows = rows;
+    t.cols = cols;
+    const size_t bytes = t.bytes();
+    void* p = pool_->take(bytes);
+    std::shared_ptr<Pool> pool = pool_;
+    t.data = p;
+    t.owner = std::shared_ptr<void>(p, [pool, bytes](void* q) { pool->give(q, bytes); });
+    return t;
+  }
+
+  Tensor from_host(std::span<const float> data, int64_t rows, int64_t cols) override {
+    if (static_cast<int64_t>(data.size()) != rows * cols) throw Error("from_host: the data is not [rows, cols]");
+    Tensor t = tensor(rows, cols);
+    check(cudaMemcpyAsync(t.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
+    check(cudaStreamSynchronize(stream_), "from_host");
+    return t;
+  }
+
+  std::vector<float> to_host(const Tensor& t) override {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    check(cudaMemcpyAsync(out.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
+    check(cudaStreamSynchronize(stream_), "to_host");
+    return out;
+  }
+
+  Tensor embed(const Matrix& table, std::span<const int32_t> ids) override {
+    Tensor x = tensor(static_cast<int64_t>(ids.size()), table.cols);
+    auto d_ids = staged(ids.data(), ids.size_bytes());
+    cuda::embed(dev(table), static_cast<const int32_t*>(d_ids.data), x.rows, f(x), stream_);
+    return x;
+  }
+
+  Tensor gather(const Tensor& x, std::span<const int64_t> rows) override {
+    Tensor out = tensor(static_cast<int64_t>(rows.size()), x.cols);
+    auto d_rows = staged(rows.data(), rows.size_bytes());
+    gather_rows(f(x), x.cols, static_cast<const int64_t*>(d_rows.data), out.rows, f(out), stream_);
+    return out;
+  }
+
+  void rmsnorm(const Tensor& x, const Vector& w, float eps, Tensor& y) override {
+    const int64_t dim = static_cast<int64_t>(w.size());
+    cuda::rmsnorm(f(x), x.numel() / dim, dim, w.data(), eps, f(y), stream_);
+  }
+  void add(Tensor& x, const Tensor& y) override { cuda::add(f(x), f(y), x.numel(), stream_); }
+  void matmul(const Tensor& x, const Matrix& w, Tensor& y, RowKind) override {
+    cuda::matmul(dev(w), f(x), x.rows, f(y), stream_);
+  }
+  void matmul_batch(std::span<const MatmulJob> jobs, RowKind kind) override {
+    for (const MatmulJob& j : jobs) matmul(*j.x, *j.w, *j.y, kind);
+  }
+
+  void moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind) override {
+    const int64_t T = x.rows, H = x.cols, E = w.router->rows, per = k + 1;
+    const ExpertTables& tab = tables(w);
+    Tensor logits = tensor(T, E);
+    cuda::matmul(dev(*w.router), f(x), T, f(logits), stream_);
+    Tensor ids = tensor(T, per), weights = tensor(T, per);  // int32 ids in a float-sized tensor
+    auto* d_ids = static_cast<int32_t*>(ids.data);
+    route_topk(f(logits), T, E, k, per, d_ids, f(weights), stream_);
+    if (route_log_) replay_or_record(d_ids, f(weights), T, k, per);
+    shared_expert_weight(dev(*w.shared_expert_gate), f(x), T, per, k, f(weights), stream_);
+    Tensor act = tensor(T * per, tab.max_inter);
+    expert_gate_up(tab.gate, tab.up, d_ids, T, per, f(x), H, tab.max_inter, f(act), stream_);
+    expert_down(tab.down, d_ids, f(weights), T, per, f(act), tab.max_inter, H, f(y), stream_);
+  }
+
+  void conv_silu(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& x, const Vector& w, const DeltaShape& s,
+                 Tensor& y) override {
+    const int64_t C = x.cols;
+    for (const SeqSlice& q : seqs)
+      cuda::conv_silu(f(x) + q.row * C, q.rows, C, w.data(), s.conv_kernel,
+                      static_cast<float*>(state_of(q).layer(layer).conv.get()), f(y) + q.row * C, stream_);
+  }
+
+  void delta_gates(Tensor& mixed, Tensor& beta, Tensor& decay, const Vector& neg_exp_a, const Vector& dt_bias,
+                   const DeltaShape& s) override {
+    cuda::delta_gates(f(mixed), mixed.rows, mixed.cols, s.key_heads, s.key_dim, f(beta), f(decay), s.value_heads,
+                      neg_exp_a.data(), dt_bias.data(), stream_);
+  }
+
+  void delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& mixed, const Tensor& decay,
+                  const Tensor& beta, const DeltaShape& s, RowKind, Tensor& out) override {
+    const int64_t C = mixed.cols, Hv = s.value_heads, VD = Hv * s.value_dim;
+    for (const SeqSlice& q : seqs)
+      cuda::delta_rule(f(mixed) + q.row * C, C, f(decay) + q.row * Hv, f(beta) + q.row * Hv, q.rows, s.key_heads, Hv,
+                       s.key_dim, s.value_dim, static_cast<float*>(state_of(q).layer(layer).recurrent.get()),
+                       f(out) + q.row * VD, stream_);
+  }
+
+  void gated_rmsnorm(const Tensor& x, const Tensor& z, const Vector& w, float eps, Tensor& y) override {
+    const int64_t dim = static_cast<int64_t>(w.size());
+    cuda::gated_rmsnorm(f(x), f(z), x.numel() / dim, dim, w.data(), eps, f(y), stream_);
+  }
+
+  void split_query_gate(const Tensor& qg, int64_t heads, int64_t hd, Tensor& q, Tensor& gate) override {
+    cuda::split_query_gate(f(qg), qg.rows, heads, hd, f(q), f(gate), stream_);
+  }
+
+  void rope(Tensor& x, int64_t heads, std::span<const SeqSlice> seqs, const AttentionShape& s) override {
+    std::vector<int64_t> pos(static_cast<size_t>(x.rows));
+    for (const SeqSlice& q : seqs)
+      for (int64_t t = 0; t < q.rows; ++t) pos[static_cast<size_t>(q.row + t)] = q.position + t;
+    auto d_pos = staged(pos.data(), pos.size() * sizeof(int64_t));
+    cuda::rope(f(x), x.rows, heads, s.head_dim, s.rotary_dim, inv_freq(s), static_cast<const int64_t*>(d_pos.data),
+               stream_);
+  }
+
+  void attention(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionShape& s, Tensor& out) override {
+    const int64_t nh = s.heads, nkv = s.kv_heads, hd = s.head_dim;
+    for (const SeqSlice& sq : seqs) {
+      CudaState& st = state_of(sq);
+      CudaState::Layer& L = st.layer(layer);
+      const size_t n = static_cast<size_t>(sq.rows * nkv * hd);
+      st.append(L.keys, f(k) + sq.row * nkv * hd, n);
+      st.append(L.values, f(v) + sq.row * nkv * hd, n);
+      cuda::attention(f(q) + sq.row * nh * hd, sq.rows, sq.position, static_cast<const float*>(L.keys.mem.get()),
+                      static_cast<const float*>(L.values.mem.get()), nh, nkv, hd,
+                      1.0f / std::sqrt(static_cast<float>(hd)), f(out) + sq.row * nh * hd, stream_);
+    }
+  }
+
+  void sigmoid_mul(Tensor& x, const Tensor& gate) override { cuda::sigmoid_mul(f(x), f(gate), x.numel(), stream_); }
+
+ private:
+  struct ExpertTables {
+    std::shared_ptr<void> mem;
+    const DevMatrix *gate, *up, *down;  // [E + 1]: the experts, then the shared one
+    int64_t max_inter;
+  };
+
+  static float* f(const Tensor& t) {
+    if (t.device != Device::Cuda || t.dtype != DType::F32) throw Error("the CUDA backend was given a tensor of the " + std::string(device_name(t.device)));
+    return static_cast<float*>(t.data);
+  }
+
+  std::shared_ptr<void> upload(const void* host, size_t bytes) {
+    auto mem = device_block(pool_, bytes);
+    check(cudaMemcpy(mem.get(), host, bytes, cudaMemcpyHostToDevice), "upload");
+    return mem;
+  }
+
+  // Small host data copied to the device for one launch (ids, positions).
+  Tensor staged(const void* host, size_t bytes) {
+    Tensor t = tensor(1, static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+    if (bytes) check(cudaMemcpyAsync(t.data, host, bytes, cudaMemcpyHostToDevice, stream_), "staging");
+    check(cudaStreamSynchronize(stream_), "staging");  // the host buffer may go once this returns
+    return t;
+  }
+
+  const float* inv_freq(const AttentionShape& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto key = std::make_pair(s.rope_theta, s.rotary_dim);
+    auto it = inv_freq_.find(key);
+    if (it == inv_freq_.end()) {
+      const std::vector<float> v = cpu::rope_inv_freq(s.rope_theta, s.rotary_dim);  // the CPU's very numbers
+      it = inv_freq_.emplace(key, upload(v.data(), v.size() * sizeof(float))).first;
+    }
+    return static_cast<const float*>(it->second.get());
+  }
+
+  const ExpertTables& tables(const ExpertWeights& w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const void* key = w.router->data;
+    if (auto it = tables_.find(key); it != tables_.end()) return it->second;
+    const size_t E = w.gate.size();
+    std::vector<DevMatrix> all;
+    int64_t max_inter = w.shared_gate->rows;
+    for (const auto* set : {&w.gate, &w.up, &w.down}) {
+      for (size_t e = 0; e < E; ++e) all.push_back(dev((*set)[e]));
+      all.push_back(dev(set == &w.gate ? *w.shared_gate : set == &w.up ? *w.shared_up : *w.shared_down));
+    }
+    for (size_t e = 0; e < E; ++e) max_inter = std::max(max_inter, w.gate[e].rows);
+    ExpertTables t;
+    t.mem = upload(all.data(), all.size() * sizeof(DevMatrix));
+    const auto* base = static_cast<const DevMatrix*>(t.mem.get());
+    t.gate = base;
+    t.up = base + (E + 1);
+    t.down = base + 2 * (E + 1);
+    t.max_inter = max_inter;
+    return tables_.emplace(key, std::move(t)).first->second;
+  }
+
+  void replay_or_record(int32_t* ids, float* weights, int64_t T, int64_t k, int64_t per) {
+    std::vector<int32_t> hid(static_cast<size_t>(T * per));
+    std::vector<float> hw(static_cast<size_t>(T * per));
+    check(cudaMemcpyAsync(hid.data(), ids, hid.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "route");
+    check(cudaMemcpyAsync(hw.data(), weights, hw.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_), "route");
+    check(cudaStreamSynchronize(stream_), "route");
+    std::vector<int32_t> ex(static_cast<size_t>(T * k));
+    std::vector<float> wt(static_cast<size_t>(T * k));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        ex[t * k + j] = hid[t * per + j];
+        wt[t * k + j] = hw[t * per + j];
+      }
+    route_log_->apply(ex, wt);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        hid[t * per + j] = ex[t * k + j];
+        hw[t * per + j] = wt[t * k + j];
+      }
+    check(cudaMemcpyAsync(ids, hid.data(), hid.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "route");
+    check(cudaMemcpyAsync(weights, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice, stream_), "route");
+    check(cudaStreamSynchronize(stream_), "route");
+  }
+
+  int device_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<Pool> pool_;
+  std::mutex mu_;
+  std::unordered_map<const void*, Matrix> matrices_;
+  std::map<std::pair<double, int64_t>, std::shared_ptr<void>> inv_freq_;
+  std::unordered_map<const void*, ExpertTables> tables_;
+};
+
+}  // namespace
+
+bool device_present(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    if (why) *why = e != cudaSuccess ? std::string(cudaGetErrorString(e)) : "no CUDA device";
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<Backend> make_backend(int ordinal) {
+  std::string why;
+  if (!device_present(&why)) throw Error("no CUDA GPU to run on (" + why + ")");
+  return std::make_shared<CudaBackend>(ordinal);
+}
+
+}  // namespace lily::cuda

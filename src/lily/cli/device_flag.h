@@ -1,0 +1,23 @@
+// `--device cpu|cuda|auto`: where a command runs the model. The CPU is the
+// default (the reference); auto takes the GPU when there is one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "lily/backend/backend.h"
+
+namespace lily::cli {
+
+struct DeviceFlag {
+  std::string name = "cpu";
+
+  void add_to(CLI::App* app);
+  Device device() const;
+  // The backend; a clear error where the device is missing.
+  std::shared_ptr<Backend> backend() const;
+  std::string as_args() const { return " --device " + name; }
+};
+
+}  // namespace lily::cli

@@ -1,0 +1,396 @@
+// Every backend against the CPU reference, as llama.cpp's test-backend-ops
+// does: each operation on random inputs of awkward sizes, for every weight
+// format (F32, F16, BF16, MLX affine 4/6/8-bit), within a tolerance derived
+// from fp32 accumulation; then whole models on the fixtures, with the CPU's
+// expert choices replayed (tiny random models route chaotically), greedy
+// steps where the top-1 margin decides them, batched equal to alone and a
+// resumed prefix equal to a fresh prompt. Skipped where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "lily/backend/backend_factory.h"
+#include "lily/backend/cpu/cpu_backend.h"
+#include "lily/model/model.h"
+#include "lily/model/qwen35moe.h"
+#include "lily/quant/affine.h"
+#include "support/test_support.h"
+
+namespace lily {
+namespace {
+
+// fp32 accumulation of n products, in any order: a few units in the last
+// place per term, relative to the largest magnitude of the result.
+double fp32_tolerance(int64_t n) { return 8.0 * static_cast<double>(n) * 1.2e-7 + 1e-6; }
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double scale = std::max(1.0, max_abs(want));
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(d <= worst)) worst = d, at = i;  // NaN counts as the worst
+  }
+  EXPECT_LE(worst, rel * scale) << what << ": element " << at << " is " << got[at] << ", the CPU gives " << want[at];
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// A host matrix with its storage, in one of the formats checkpoints hold.
+struct HostMatrix {
+  std::vector<uint8_t> data, scales, biases;
+  Matrix m;
+};
+
+enum class Format { F32, F16, BF16, Q4, Q6, Q8 };
+const char* name_of(Format f) {
+  const char* n[] = {"F32", "F16", "BF16", "Q4", "Q6", "Q8"};
+  return n[static_cast<int>(f)];
+}
+
+HostMatrix make_matrix(Format f, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = random_floats(static_cast<size_t>(rows * cols), seed, -0.5f, 0.5f);
+  HostMatrix h;
+  h.m.rows = rows;
+  h.m.cols = cols;
+  auto put16 = [&](std::vector<uint8_t>& out, const std::vector<float>& v, bool bf16) {
+    out.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t x = bf16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
+      std::memcpy(out.data() + 2 * i, &x, 2);
+    }
+  };
+  if (f == Format::F32) {
+    h.data.resize(w.size() * 4);
+    std::memcpy(h.data.data(), w.data(), h.data.size());
+    h.m.dtype = DType::F32;
+  } else if (f == Format::F16 || f == Format::BF16) {
+    put16(h.data, w, f == Format::BF16);
+    h.m.dtype = f == Format::BF16 ? DType::BF16 : DType::F16;
+  } else {
+    const int bits = f == Format::Q4 ? 4 : f == Format::Q6 ? 6 : 8, gs = f == Format::Q8 ? 32 : 64;
+    quant::QuantizedRows q = quant::quantize(w.data(), rows, cols, bits, gs);
+    h.data = q.packed;
+    put16(h.scales, q.scales, true);
+    put16(h.biases, q.biases, true);
+    h.m.bits = bits;
+    h.m.group_size = gs;
+    h.m.scale_dtype = DType::BF16;
+    h.m.scales = h.scales.data();
+    h.m.biases = h.biases.data();
+  }
+  h.m.data = h.data.data();
+  return h;
+}
+
+class Conformance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!device_available(Device::Cuda, &why)) GTEST_SKIP() << "no GPU backend here: " << why;
+    gpu_ = make_backend(Device::Cuda);
+  }
+  Tensor on(Backend& b, const std::vector<float>& v, int64_t rows, int64_t cols) { return b.from_host(v, rows, cols); }
+
+  cpu::CpuBackend cpu_;
+  std::shared_ptr<Backend> gpu_;
+};
+
+TEST_F(Conformance, MatmulInEveryWeightFormat) {
+  for (Format f : {Format::F32, Format::F16, Format::BF16, Format::Q4, Format::Q6, Format::Q8})
+    for (int64_t T : {1, 3, 6}) {
+      const int64_t rows = 37, cols = 192;
+      HostMatrix h = make_matrix(f, rows, cols, 7 + static_cast<uint32_t>(T));
+      const std::vector<float> x = random_floats(static_cast<size_t>(T * cols), 11);
+      Tensor yc = cpu_.tensor(T, rows), yg = gpu_->tensor(T, rows);
+      cpu_.matmul(on(cpu_, x, T, cols), h.m, yc, T == 1 ? RowKind::Tokens : RowKind::Prompt);
+      const Matrix dev = gpu_->bind(h.m);
+      EXPECT_EQ(dev.device, Device::Cuda);
+      gpu_->matmul(on(*gpu_, x, T, cols), dev, yg, RowKind::Prompt);
+      expect_close(gpu_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(cols),
+                   std::string("matmul ") + name_of(f) + " T=" + std::to_string(T));
+      // embedding rows dequantize exactly as the CPU does
+      const std::vector<int32_t> ids = {3, 0, 36, 3};
+      expect_close(gpu_->to_host(gpu_->embed(dev, ids)), cpu_.to_host(cpu_.embed(h.m, ids)), 1e-7,
+                   std::string("embed ") + name_of(f));
+    }
+}
+
+TEST_F(Conformance, NormsAndElementwise) {
+  const int64_t T = 5, H = 72, heads = 3, hd = 24;
+  const auto x = random_floats(T * H, 1), z = random_floats(T * H, 2), w = random_floats(hd, 3, 0.5f, 1.5f);
+  const Vector wv = w, wg = gpu_->bind(wv);
+  for (bool gated : {false, true}) {
+    Tensor yc = cpu_.tensor(T, H), yg = gpu_->tensor(T, H);
+    if (gated) {
+      cpu_.gated_rmsnorm(on(cpu_, x, T, H), on(cpu_, z, T, H), wv, 1e-6f, yc);
+      gpu_->gated_rmsnorm(on(*gpu_, x, T, H), on(*gpu_, z, T, H), wg, 1e-6f, yg);
+    } else {
+      cpu_.rmsnorm(on(cpu_, x, T, H), wv, 1e-6f, yc);
+      gpu_->rmsnorm(on(*gpu_, x, T, H), wg, 1e-6f, yg);
+    }
+    expect_close(gpu_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(hd), gated ? "gated_rmsnorm" : "rmsnorm");
+  }
+  Tensor ac = on(cpu_, x, T, H), ag = on(*gpu_, x, T, H);
+  cpu_.add(ac, on(cpu_, z, T, H));
+  gpu_->add(ag, on(*gpu_, z, T, H));
+  expect_close(gpu_->to_host(ag), cpu_.to_host(ac), 1e-7, "add");
+  cpu_.sigmoid_mul(ac, on(cpu_, z, T, H));
+  gpu_->sigmoid_mul(ag, on(*gpu_, z, T, H));
+  expect_close(gpu_->to_host(ag), cpu_.to_host(ac), 1e-6, "sigmoid_mul");
+  const auto qg = random_floats(T * heads * 2 * hd, 4);
+  Tensor qc = cpu_.tensor(T, heads * hd), gc = cpu_.tensor(T, heads * hd);
+  Tensor qgg = gpu_->tensor(T, heads * hd), ggg = gpu_->tensor(T, heads * hd);
+  cpu_.split_query_gate(on(cpu_, qg, T, 2 * heads * hd), heads, hd, qc, gc);
+  gpu_->split_query_gate(on(*gpu_, qg, T, 2 * heads * hd), heads, hd, qgg, ggg);
+  expect_close(gpu_->to_host(qgg), cpu_.to_host(qc), 0, "split q");
+  expect_close(gpu_->to_host(ggg), cpu_.to_host(gc), 0, "split gate");
+}
+
+// Two sequences in one call, at different positions, through every op that keeps state.
+struct Pair {
+  std::unique_ptr<StateStorage> a, b;
+  std::vector<SeqSlice> seqs(int64_t pa, int64_t ra, int64_t pb, int64_t rb) {
+    return {{a.get(), 0, ra, pa}, {b.get(), ra, rb, pb}};
+  }
+};
+
+TEST_F(Conformance, RopeAndAttentionOverTheCache) {
+  const AttentionShape s{4, 2, 32, 16, 10000.0};
+  StateLayout layout;
+  layout.delta_layer = {false};
+  layout.kv_heads = s.kv_heads;
+  layout.head_dim = s.head_dim;
+  Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{gpu_->new_state(layout), gpu_->new_state(layout)};
+  int64_t pa = 0, pb = 0;
+  for (auto [ra, rb] : {std::pair<int64_t, int64_t>{5, 3}, {1, 1}, {2, 7}}) {
+    const int64_t T = ra + rb, qd = s.heads * s.head_dim, kd = s.kv_heads * s.head_dim;
+    const auto q = random_floats(T * qd, 10 + T), k = random_floats(T * kd, 20 + T), v = random_floats(T * kd, 30 + T);
+    Tensor qc = on(cpu_, q, T, qd), kc = on(cpu_, k, T, kd), vc = on(cpu_, v, T, kd), oc = cpu_.tensor(T, qd);
+    Tensor qg = on(*gpu_, q, T, qd), kg = on(*gpu_, k, T, kd), vg = on(*gpu_, v, T, kd), og = gpu_->tensor(T, qd);
+    const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
+    cpu_.rope(qc, s.heads, sc, s);
+    cpu_.rope(kc, s.kv_heads, sc, s);
+    gpu_->rope(qg, s.heads, sg, s);
+    gpu_->rope(kg, s.kv_heads, sg, s);
+    expect_close(gpu_->to_host(qg), cpu_.to_host(qc), 1e-5, "rope");
+    cpu_.attention(0, sc, qc, kc, vc, s, oc);
+    gpu_->attention(0, sg, qg, kg, vg, s, og);
+    expect_close(gpu_->to_host(og), cpu_.to_host(oc), fp32_tolerance(s.head_dim * (pa + pb + T)), "attention");
+    pa += ra;
+    pb += rb;
+  }
+}
+
+TEST_F(Conformance, GatedDeltaNetStepsAndChunks) {
+  const DeltaShape s{2, 4, 16, 24, 4, 64};
+  const int64_t C = 2 * s.key_heads * s.key_dim + s.value_heads * s.value_dim, VD = s.value_heads * s.value_dim;
+  StateLayout layout;
+  layout.delta_layer = {true};
+  layout.conv_rows = s.conv_kernel - 1;
+  layout.conv_dim = C;
+  layout.value_heads = s.value_heads;
+  layout.key_dim = s.key_dim;
+  layout.value_dim = s.value_dim;
+  Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{gpu_->new_state(layout), gpu_->new_state(layout)};
+  const Vector conv = random_floats(C * s.conv_kernel, 40, -0.5f, 0.5f), nea = random_floats(s.value_heads, 41, -1.f, -0.1f),
+               dtb = random_floats(s.value_heads, 42);
+  const Vector gconv = gpu_->bind(conv), gnea = gpu_->bind(nea), gdtb = gpu_->bind(dtb);
+  int64_t pa = 0, pb = 0;
+  // a prompt of 70 and one of 5 (chunked on the CPU), then two decode steps of one token each
+  for (auto [ra, rb] : {std::pair<int64_t, int64_t>{70, 5}, {1, 1}, {1, 1}}) {
+    const int64_t T = ra + rb;
+    const RowKind kind = T > 2 ? RowKind::Prompt : RowKind::Tokens;
+    const auto x = random_floats(T * C, 50 + T), b = random_floats(T * s.value_heads, 60 + T),
+               a = random_floats(T * s.value_heads, 70 + T);
+    const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
+    Tensor mc = cpu_.tensor(T, C), mg = gpu_->tensor(T, C);
+    cpu_.conv_silu(0, sc, on(cpu_, x, T, C), conv, s, mc);
+    gpu_->conv_silu(0, sg, on(*gpu_, x, T, C), gconv, s, mg);
+    expect_close(gpu_->to_host(mg), cpu_.to_host(mc), fp32_tolerance(s.conv_kernel), "conv_silu");
+    Tensor bc = on(cpu_, b, T, s.value_heads), ac = on(cpu_, a, T, s.value_heads);
+    Tensor bg = on(*gpu_, b, T, s.value_heads), ag = on(*gpu_, a, T, s.value_heads);
+    cpu_.delta_gates(mc, bc, ac, nea, dtb, s);
+    gpu_->delta_gates(mg, bg, ag, gnea, gdtb, s);
+    expect_close(gpu_->to_host(mg), cpu_.to_host(mc), 1e-5, "delta_gates (q, k)");
+    expect_close(gpu_->to_host(bg), cpu_.to_host(bc), 1e-6, "delta_gates (beta)");
+    expect_close(gpu_->to_host(ag), cpu_.to_host(ac), 1e-5, "delta_gates (decay)");
+    Tensor oc = cpu_.tensor(T, VD), og = gpu_->tensor(T, VD);
+    cpu_.delta_rule(0, sc, mc, ac, bc, s, kind, oc);
+    gpu_->delta_rule(0, sg, mg, ag, bg, s, kind, og);
+    expect_close(gpu_->to_host(og), cpu_.to_host(oc), 1e-4, "delta_rule after " + std::to_string(pa) + " tokens");
+    pa += ra;
+    pb += rb;
+  }
+}
+
+TEST_F(Conformance, MixtureOfExpertsOnTheSameRoutes) {
+  const int64_t E = 8, k = 2, H = 64, I = 64, Is = 128;  // widths the group sizes divide
+  for (Format f : {Format::BF16, Format::Q4, Format::Q8}) {
+    std::vector<HostMatrix> gate, up, down;
+    for (int64_t e = 0; e < E; ++e) {
+      gate.push_back(make_matrix(f, I, H, 100 + e));
+      up.push_back(make_matrix(f, I, H, 200 + e));
+      down.push_back(make_matrix(f, H, I, 300 + e));
+    }
+    HostMatrix router = make_matrix(Format::F32, E, H, 400), sg = make_matrix(f, Is, H, 401),
+               su = make_matrix(f, Is, H, 402), sd = make_matrix(f, H, Is, 403), seg = make_matrix(Format::BF16, 1, H, 404);
+    std::vector<Matrix> hg, hu, hd, dg, du, dd;
+    for (int64_t e = 0; e < E; ++e) {
+      hg.push_back(gate[e].m), hu.push_back(up[e].m), hd.push_back(down[e].m);
+      dg.push_back(gpu_->bind(gate[e].m)), du.push_back(gpu_->bind(up[e].m)), dd.push_back(gpu_->bind(down[e].m));
+    }
+    const Matrix grouter = gpu_->bind(router.m), gsg = gpu_->bind(sg.m), gsu = gpu_->bind(su.m), gsd = gpu_->bind(sd.m),
+                 gseg = gpu_->bind(seg.m);
+    const ExpertWeights wc{&router.m, hg, hu, hd, &sg.m, &su.m, &sd.m, &seg.m};
+    const ExpertWeights wg{&grouter, dg, du, dd, &gsg, &gsu, &gsd, &gseg};
+    for (int64_t T : {1, 4}) {
+      const auto x = random_floats(T * H, 500 + T);
+      RouteLog log;
+      cpu_.set_route_log(&log);
+      Tensor yc = cpu_.tensor(T, H), yg = gpu_->tensor(T, H);
+      cpu_.moe(on(cpu_, x, T, H), wc, k, yc, T == 1 ? RowKind::Tokens : RowKind::Prompt);
+      cpu_.set_route_log(nullptr);
+      log.mode = RouteLog::Mode::Replay;
+      gpu_->set_route_log(&log);
+      gpu_->moe(on(*gpu_, x, T, H), wg, k, yg, RowKind::Prompt);
+      gpu_->set_route_log(nullptr);
+      expect_close(gpu_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(H + Is), std::string("moe ") + name_of(f));
+      // and routing on the GPU picks the CPU's experts on these random inputs
+      RouteLog own;
+      gpu_->set_route_log(&own);
+      gpu_->moe(on(*gpu_, x, T, H), wg, k, yg, RowKind::Prompt);
+      gpu_->set_route_log(nullptr);
+      EXPECT_EQ(own.experts[0], log.experts[0]) << name_of(f);
+    }
+  }
+}
+
+// Whole models: the logits of every fixture prompt within 1e-3 of the CPU's.
+// The MLX fixtures are tiny-a quantized: its prompts serve them too.
+class WholeModel : public Conformance, public ::testing::WithParamInterface<const char*> {
+ protected:
+  test::Reference prompts() const {
+    std::string base = GetParam();
+    if (auto at = base.find("-mlx"); at != std::string::npos) base.resize(at);
+    return test::load_reference(test::model_dir(base));
+  }
+};
+
+TEST_P(WholeModel, LogitsAgreeOnTheCpusRoutes) {
+  auto model = Model::load(test::model_dir(GetParam()));
+  Qwen35MoeForward fc(*model), fg(*model, gpu_);
+  const test::Reference ref = prompts();
+  const int64_t V = model->config().vocab_size;
+  double worst = 0;
+  for (const auto& p : ref.prompts) {
+    RouteLog log;
+    fc.backend().set_route_log(&log);
+    SequenceState sc = fc.new_state(), sg = fg.new_state();
+    const auto want = fc.forward(p.tokens, sc, LogitsFor::AllPositions);
+    fc.backend().set_route_log(nullptr);
+    log.mode = RouteLog::Mode::Replay;
+    fg.backend().set_route_log(&log);
+    const auto got = fg.forward(p.tokens, sg, LogitsFor::AllPositions);
+    fg.backend().set_route_log(nullptr);
+    const double e = test::max_row_relative_error(got, want, V);
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 1e-3) << GetParam() << ", a prompt of " << p.tokens.size() << " tokens";
+  }
+  RecordProperty("max_row_relative_error", std::to_string(worst));
+  std::printf("%s: worst row relative error against the CPU %.3g\n", GetParam(), worst);
+}
+
+TEST_P(WholeModel, GreedyStepsAgreeWhereTheMarginDecides) {
+  auto model = Model::load(test::model_dir(GetParam()));
+  Qwen35MoeForward fc(*model), fg(*model, gpu_);
+  const test::Reference ref = prompts();
+  const auto& p = ref.prompts.back();
+  RouteLog log;
+  SequenceState sc = fc.new_state(), sg = fg.new_state();
+  std::vector<int32_t> feed = p.tokens;
+  int decided = 0;
+  for (int step = 0; step < 12; ++step) {
+    log = RouteLog{};
+    fc.backend().set_route_log(&log);
+    const auto lc = fc.forward(feed, sc, LogitsFor::LastPosition);
+    fc.backend().set_route_log(nullptr);
+    log.mode = RouteLog::Mode::Replay;
+    fg.backend().set_route_log(&log);
+    const auto lg = fg.forward(feed, sg, LogitsFor::LastPosition);
+    fg.backend().set_route_log(nullptr);
+    std::vector<float> sorted = lc;
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    const int32_t top_c = static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin());
+    const int32_t top_g = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    if (sorted[0] - sorted[1] > 1e-3 * std::max(1.0, max_abs(lc))) {
+      EXPECT_EQ(top_g, top_c) << "step " << step;
+      ++decided;
+    }
+    feed = {top_c};
+  }
+  EXPECT_GT(decided, 6);
+}
+
+TEST_P(WholeModel, BatchedEqualsAloneAndAResumedPrefixEqualsAFreshPrompt) {
+  auto model = Model::load(test::model_dir(GetParam()));
+  Qwen35MoeForward fg(*model, gpu_);
+  const test::Reference ref = prompts();
+  const auto& prompt = ref.prompts.back().tokens;
+  ASSERT_GT(prompt.size(), 8u);
+  // a resumed prefix: the state after the first half, copied (a prefix-cache snapshot), then the rest
+  SequenceState fresh = fg.new_state(), half = fg.new_state();
+  const auto want = fg.forward(prompt, fresh, LogitsFor::LastPosition, ForwardMode::Prompt);
+  const size_t cut = prompt.size() / 2;
+  fg.forward(std::span<const int32_t>(prompt.data(), cut), half, LogitsFor::LastPosition, ForwardMode::Prompt);
+  SequenceState resumed = half;
+  const auto got = fg.forward(std::span<const int32_t>(prompt.data() + cut, prompt.size() - cut), resumed,
+                              LogitsFor::LastPosition, ForwardMode::Prompt);
+  EXPECT_EQ(got, want);
+  // three sequences decoding together give each what it gets alone
+  std::vector<SequenceState> together, alone;
+  std::vector<SequenceState*> ptrs;
+  for (int i = 0; i < 3; ++i) {
+    together.push_back(fg.new_state());
+    alone.push_back(fg.new_state());
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 3 + 2 * i);
+    fg.forward(p, together[i], LogitsFor::LastPosition, ForwardMode::Prompt);
+    fg.forward(p, alone[i], LogitsFor::LastPosition, ForwardMode::Prompt);
+    ptrs.push_back(&together[i]);
+  }
+  const std::vector<int32_t> next = {prompt[1], prompt[2], prompt[3]};
+  const auto rows = fg.decode_batch(next, ptrs);
+  const int64_t V = model->config().vocab_size;
+  for (int i = 0; i < 3; ++i) {
+    const auto one = fg.forward(std::span<const int32_t>(&next[i], 1), alone[i], LogitsFor::LastPosition);
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), rows.begin() + i * V)) << "sequence " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, WholeModel,
+                         ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx6", "tiny-a-mlx8"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace lily
