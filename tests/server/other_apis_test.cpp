@@ -111,7 +111,7 @@ TEST(ResponsesApi, ARecordedAnswerBecomesItemsEventsAndAStoredTurn) {
   const auto evs = events(feed(f, kAnswer, done("stop", 30)));
   std::vector<std::string> types;
   for (const auto& [name, data] : evs) {
-    EXPECT_EQ(name, data["type"]);
+    EXPECT_EQ(name, data["type"].get<std::string>());
     EXPECT_EQ(data["sequence_number"], types.size());
     types.push_back(name);
   }
@@ -212,7 +212,7 @@ TEST(MessagesApi, ARecordedAnswerBecomesBlocksAndEvents) {
   std::map<int, std::string> deltas;
   std::vector<std::string> starts;
   for (const auto& [name, data] : evs) {
-    EXPECT_EQ(name, data["type"]);
+    EXPECT_EQ(name, data["type"].get<std::string>());
     if (name == "content_block_start") starts.push_back(data["content_block"]["type"]);
     if (name == "content_block_delta") {
       const json& d = data["delta"];
