@@ -213,7 +213,7 @@ TEST(MessagesApi, ARecordedAnswerBecomesBlocksAndEvents) {
   std::vector<std::string> starts;
   for (const auto& [name, data] : evs) {
     EXPECT_EQ(name, data["type"].get<std::string>());
-    if (name == "content_block_start") starts.push_back(data["content_block"]["type"]);
+    if (name == "content_block_start") starts.push_back(data["content_block"]["type"].get<std::string>());
     if (name == "content_block_delta") {
       const json& d = data["delta"];
       deltas[data["index"]] += d.contains("thinking") ? d["thinking"]
