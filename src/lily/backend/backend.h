@@ -97,6 +97,8 @@ class Backend {
   virtual double read_bandwidth() { return 0; }
 
   // Weights in this backend's memory (the CPU returns the view it was given).
+  // Each call makes its own copy: whoever binds a set of views that share
+  // storage (a tied head, expert slices) dedupes them.
   virtual Matrix bind(const Matrix& host) = 0;
   virtual Vector bind(const Vector& host) = 0;
   virtual std::unique_ptr<StateStorage> new_state(const StateLayout& layout) = 0;

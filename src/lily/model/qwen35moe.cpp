@@ -1,5 +1,6 @@
 #include "lily/model/qwen35moe.h"
 
+#include <map>
 #include <string>
 
 #include "lily/backend/backend_factory.h"
@@ -11,8 +12,19 @@ namespace {
 
 RowKind kind_of(ForwardMode mode) { return mode == ForwardMode::Prompt ? RowKind::Prompt : RowKind::Tokens; }
 
-// The weight set with every matrix and vector in the backend's memory.
-ModelWeights bound_to(Backend& b, const ModelWeights& w) {
+// The weight set with every matrix and vector in the backend's memory; a
+// matrix seen twice (the head tied to the embedding) is bound once.
+ModelWeights bound_to(Backend& backend, const ModelWeights& w) {
+  struct Binder {
+    Backend& backend;
+    std::map<const void*, Matrix> seen;
+    Matrix bind(const Matrix& m) {
+      auto it = seen.find(m.data);
+      if (it == seen.end()) it = seen.emplace(m.data, backend.bind(m)).first;
+      return it->second;
+    }
+    Vector bind(const Vector& v) { return backend.bind(v); }
+  } b{backend, {}};
   ModelWeights out;
   out.embed = b.bind(w.embed);
   out.lm_head = b.bind(w.lm_head);

@@ -235,8 +235,6 @@ class CudaBackend : public Backend {
 
   Matrix bind(const Matrix& host) override {
     if (host.device == Device::Cuda) return host;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = matrices_.find(host.data); it != matrices_.end()) return it->second;
     Matrix m = host;
     const size_t data_bytes = static_cast<size_t>(host.rows) * host.row_bytes(), sb = host.scale_bytes();
     auto data = upload(host.data, data_bytes);
@@ -250,7 +248,6 @@ class CudaBackend : public Backend {
     m.biases = biases.get();
     m.device = Device::Cuda;
     m.owner = std::make_shared<std::vector<std::shared_ptr<void>>>(std::vector<std::shared_ptr<void>>{data, scales, biases});
-    matrices_.emplace(host.data, m);
     return m;
   }
 
@@ -397,7 +394,11 @@ class CudaBackend : public Backend {
   void sigmoid_mul(Tensor& x, const Tensor& gate) override { cuda::sigmoid_mul(f(x), f(gate), x.numel(), stream_); }
 
  private:
+  // Keyed by the router's device address; the entry holds the router's
+  // memory, so the address cannot be reused by another block while the entry
+  // exists.
   struct ExpertTables {
+    std::shared_ptr<const void> router;
     std::shared_ptr<void> mem;
     const DevMatrix *gate, *up, *down;  // [E + 1]: the experts, then the shared one
     int64_t max_inter;
@@ -446,6 +447,7 @@ class CudaBackend : public Backend {
     }
     for (size_t e = 0; e < E; ++e) max_inter = std::max(max_inter, w.gate[e].rows);
     ExpertTables t;
+    t.router = w.router->owner;
     t.mem = upload(all.data(), all.size() * sizeof(DevMatrix));
     const auto* base = static_cast<const DevMatrix*>(t.mem.get());
     t.gate = base;
@@ -484,7 +486,6 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<Pool> pool_;
   std::mutex mu_;
-  std::unordered_map<const void*, Matrix> matrices_;
   std::map<std::pair<double, int64_t>, std::shared_ptr<void>> inv_freq_;
   std::unordered_map<const void*, ExpertTables> tables_;
 };
