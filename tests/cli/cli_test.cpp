@@ -84,7 +84,7 @@ TEST(Cli, BadInputGetsAClearErrorAndNoCrash) {
            {"info --model " + m + " --bogus-flag", "bogus-flag"},
            {"generate --tokens 1", "--model"},
            {"frobnicate", "frobnicate"},
-           {"run hi --max-tokens 0", "not in range 1 to 1073741824"},
+           {"run hi --max-tokens 0", "not in range"},  // CLI11 versions word the range differently
            {"run " + test::tiny_model_dir(), "is a directory, not a prompt"},
            {"run hi --logit-bias 999999=1", "token id 999999 is outside the vocabulary"},
            {"run hi --logit-bias 5=nan", "must be a finite number"},

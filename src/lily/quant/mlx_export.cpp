@@ -171,8 +171,13 @@ void export_mlx(const std::string& src, const std::string& dst, const ExportOpti
   ordered_json cfg = ordered_json::parse(cin_);
   cfg["quantization"] = ex.quantization();
   cfg["quantization_config"] = ex.quantization();
-  std::ofstream cout_(fs::path(dst) / "config.json");
-  cout_ << cfg.dump(2) << "\n";
+  {
+    // closed (and so flushed) before the checkpoint is loaded back below
+    std::ofstream cout_(fs::path(dst) / "config.json");
+    cout_ << cfg.dump(2) << "\n";
+    cout_.close();
+    if (!cout_) throw Error("cannot write " + (fs::path(dst) / "config.json").string());
+  }
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
                         "special_tokens_map.json"})
     if (fs::exists(fs::path(src) / f))
