@@ -95,6 +95,9 @@ class Backend {
   // The memory bandwidth the weights are read at, measured, in bytes/s; 0
   // where the caller measures it itself (the CPU's is the host's).
   virtual double read_bandwidth() { return 0; }
+  // Bytes of the backend's own memory still free; 0 for the host's memory,
+  // which the memory plan checks against its budget instead.
+  virtual size_t memory_free() const { return 0; }
 
   // Weights in this backend's memory (the CPU returns the view it was given).
   // Each call makes its own copy: whoever binds a set of views that share

@@ -27,6 +27,15 @@ void plan_server_memory(const Engine& engine, server::ServerOptions& opt, double
   const size_t fixed = one.weights + one.scratch + seqs * per_seq;
   std::cerr << one.describe() << "; " << seqs << " sequences at " << opt.context
             << " tokens need " << static_cast<double>(fixed) / (1 << 30) << " GiB\n";
+  // On a GPU the weights are already there: sequences and the cache share what it has left.
+  if (const size_t free = engine.backend()->memory_free(); free > 0) {
+    const size_t need = fixed - one.weights;
+    if (need > free)
+      throw Error(std::to_string(seqs) + " sequences at " + std::to_string(opt.context) + " tokens need " +
+                  std::to_string(need >> 20) + " MiB beyond the weights, but " + engine.backend()->describe() +
+                  " has " + std::to_string(free >> 20) + " MiB free: lower --ctx-size or --parallel");
+    opt.scheduler.cache_bytes = std::min(opt.scheduler.cache_bytes, (free - need) / 10 * 9);
+  }
   if (budget_gb <= 0) return;
   const double budget = budget_gb * (1ull << 30);
   if (static_cast<double>(fixed) > budget)

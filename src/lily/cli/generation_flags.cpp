@@ -92,6 +92,11 @@ void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_
   const double budget = memory_budget_gb(memory_budget_gb_flag, deployment_config);
   const MemoryPlan plan = plan_memory(engine.model(), context, prompt);
   if (budget > 0) std::cerr << plan.describe() << "\n";
+  // On a GPU the weights are already there: the rest must fit what it has left.
+  if (const size_t free = engine.backend()->memory_free(); free > 0 && plan.total() - plan.weights > free)
+    throw Error("a context of " + std::to_string(context) + " tokens needs " +
+                std::to_string((plan.total() - plan.weights) >> 20) + " MiB beyond the weights, but " +
+                engine.backend()->describe() + " has " + std::to_string(free >> 20) + " MiB free");
   try {
     check_memory_budget(plan, budget);
   } catch (const Error& e) {

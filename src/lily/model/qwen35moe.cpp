@@ -14,7 +14,10 @@ RowKind kind_of(ForwardMode mode) { return mode == ForwardMode::Prompt ? RowKind
 
 // The weight set with every matrix and vector in the backend's memory; a
 // matrix seen twice (the head tied to the embedding) is bound once.
-ModelWeights bound_to(Backend& backend, const ModelWeights& w) {
+ModelWeights bound_to(Backend& backend, const ModelWeights& w, size_t bytes) {
+  if (const size_t free = backend.memory_free(); free > 0 && bytes > free)
+    throw Error("the weights need " + std::to_string(bytes >> 20) + " MiB but " + backend.describe() + " has " +
+                std::to_string(free >> 20) + " MiB free: use a more quantized checkpoint or another device");
   struct Binder {
     Backend& backend;
     std::map<const void*, Matrix> seen;
@@ -61,7 +64,7 @@ Qwen35MoeForward::Qwen35MoeForward(const Model& model, std::shared_ptr<Backend> 
     : model_(model),
       cfg_(model.config()),
       backend_(backend ? std::move(backend) : make_backend(Device::Cpu)),
-      weights_(bound_to(*backend_, model.weights())),
+      weights_(bound_to(*backend_, model.weights(), model.report().weight_bytes)),
       layout_(state_layout(cfg_)),
       delta_{cfg_.linear_num_key_heads, cfg_.linear_num_value_heads, cfg_.linear_key_head_dim,
              cfg_.linear_value_head_dim, cfg_.linear_conv_kernel, kDeltaChunk},

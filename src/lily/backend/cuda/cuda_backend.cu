@@ -210,6 +210,11 @@ class CudaBackend : public Backend {
   }
 
   Device device() const override { return Device::Cuda; }
+  size_t memory_free() const override {
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    return free_b;
+  }
   // A device-to-device copy of 1 GiB reads and writes it: twice the bytes over the time, best of five.
   double read_bandwidth() override {
     const size_t bytes = size_t{1} << 30;
