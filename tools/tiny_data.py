@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Synthetic conversations for training the bundled tiny model.
+
+Deterministic from a seed: the same seed gives the same examples, so a
+training run and its held-out evaluation can be reproduced. Each example is
+rendered through the model's real chat template (Jinja2 set up as
+transformers' apply_chat_template does) into the prompt the engine will
+build and the answer the model must learn, the answer ending with the turn's
+<|im_end|>. Task families:
+  arithmetic  "What is 23 + 58?" -> "23 + 58 = 81." (addition and subtraction
+              up to three digits, multiplication up to two; digits or words)
+  text        reverse a word, count a letter, sort three numbers, upper-case
+  tool        get_weather(city): a call for a weather question, an answer that
+              uses the tool's result, and no call when no tool fits
+Thinking is on or off per example: on, the answer starts with a short
+<think> block holding the working.
+
+Usage: tiny_data.py OUT.jsonl --count N [--seed S] [--template PATH]
+  Each line: {"family", "prompt", "answer", "messages", "tools", "thinking", "expect"}
+  where "expect" is what an evaluation checks (the number, the text, or the call).
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_template_suite import load_template, make_env  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_TEMPLATE = os.path.join(ROOT, "models", "lily-tiny", "chat_template.jinja")
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city name"}}, "required": ["city"]}}}
+CITIES = ["Paris", "London", "Tokyo", "Berlin", "Madrid", "Rome", "Oslo", "Cairo", "Lima", "Delhi",
+          "Sydney", "Toronto", "Nairobi", "Seoul", "Lisbon", "Vienna", "Dublin", "Prague", "Quito", "Hanoi"]
+SKIES = ["sunny", "cloudy", "rainy", "windy", "snowy", "foggy"]
+WORDS = ["apple", "river", "planet", "garden", "silver", "window", "orange", "castle", "pencil", "market",
+         "rocket", "forest", "bridge", "candle", "dragon", "island", "jacket", "lemon", "mirror", "tiger"]
+PHRASES = ["good morning", "hello world", "open the door", "blue sky", "fast car", "quiet night",
+           "green tea", "little star", "big city", "warm bread"]
+
+ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def words(n):
+    """English words for 0 <= n < 1000."""
+    if n < 20:
+        return ONES[n]
+    if n < 100:
+        return TENS[n // 10] + ("" if n % 10 == 0 else "-" + ONES[n % 10])
+    rest = n % 100
+    return ONES[n // 100] + " hundred" + ("" if rest == 0 else " and " + words(rest))
+
+
+def arithmetic(rng):
+    op = rng.choice(["+", "-", "*"])
+    if op == "*":
+        a, b = rng.randint(0, 99), rng.randint(0, 99)
+        value = a * b
+    else:
+        a, b = rng.randint(0, 999), rng.randint(0, 999)
+        if op == "-" and b > a:
+            a, b = b, a
+        value = a + b if op == "+" else a - b
+    if rng.random() < 0.3:
+        name = {"+": "plus", "-": "minus", "*": "times"}[op]
+        question = f"What is {words(a)} {name} {words(b)}?"
+    else:
+        question = rng.choice(["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?"]).format(
+            a=a, op=op, b=b)
+    working = f"{a} {op} {b}: " + ("add" if op == "+" else "subtract" if op == "-" else "multiply") + \
+        f" the numbers to get {value}."
+    return question, f"{a} {op} {b} = {value}.", working, str(value)
+
+
+def text_task(rng):
+    kind = rng.choice(["reverse", "count", "sort", "upper"])
+    if kind == "reverse":
+        w = rng.choice(WORDS)
+        return f"Reverse the word \"{w}\".", f"The word reversed is \"{w[::-1]}\".", \
+            f"Reading \"{w}\" from the end gives {w[::-1]}.", w[::-1]
+    if kind == "count":
+        w = rng.choice(WORDS)
+        letter = rng.choice(sorted(set(w)))
+        n = w.count(letter)
+        return f"How many times does the letter \"{letter}\" appear in \"{w}\"?", \
+            f"The letter \"{letter}\" appears {n} time{'s' if n != 1 else ''} in \"{w}\".", \
+            f"Going through {' '.join(w)}, I count {n}.", str(n)
+    if kind == "sort":
+        nums = [rng.randint(0, 99) for _ in range(3)]
+        s = sorted(nums)
+        return f"Sort these numbers from smallest to largest: {nums[0]}, {nums[1]}, {nums[2]}.", \
+            f"Sorted: {s[0]}, {s[1]}, {s[2]}.", f"The smallest is {s[0]}, then {s[1]}, then {s[2]}.", \
+            f"{s[0]}, {s[1]}, {s[2]}"
+    p = rng.choice(PHRASES)
+    return f"Write \"{p}\" in upper case.", f"{p.upper()}", f"Each letter of \"{p}\" becomes a capital.", p.upper()
+
+
+def call(city, cid="call_1"):
+    return {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": {"city": city}}}
+
+
+def tool_task(rng):
+    """(messages before the answer, tools, the answer message, what to check)."""
+    city = rng.choice(CITIES)
+    kind = rng.choice(["call", "answer", "none"])
+    ask = rng.choice(["What's the weather in {c}?", "How is the weather in {c} today?", "Is it raining in {c}?"])
+    if kind == "call":
+        msgs = [{"role": "user", "content": ask.format(c=city)}]
+        return msgs, {"role": "assistant", "content": "", "tool_calls": [call(city)]}, \
+            f"The user asks about {city}: call get_weather.", {"call": "get_weather", "arguments": {"city": city}}
+    if kind == "answer":
+        sky, temp = rng.choice(SKIES), rng.randint(-5, 35)
+        msgs = [{"role": "user", "content": ask.format(c=city)},
+                {"role": "assistant", "content": "", "tool_calls": [call(city)]},
+                {"role": "tool", "tool_call_id": "call_1", "content": json.dumps({"sky": sky, "temp_c": temp})}]
+        return msgs, {"role": "assistant", "content": f"In {city} it is {sky} and {temp} °C."}, \
+            f"The tool says {sky}, {temp} °C.", f"{sky} and {temp}"
+    if rng.random() < 0.5:
+        q, a, working, _ = arithmetic(rng)
+    else:
+        q, a, working, _ = text_task(rng)
+    return [{"role": "user", "content": q}], {"role": "assistant", "content": a}, working, {"call": None}
+
+
+def render(template, messages, tools, thinking, add_generation_prompt):
+    return template.render(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                           enable_thinking=thinking, bos_token="", eos_token="<|im_end|>")
+
+
+def example(rng, template):
+    family = rng.choice(["arithmetic", "text", "tool"])
+    tools = None
+    if family == "tool":
+        before, answer, working, expect = tool_task(rng)
+        tools = [WEATHER]
+    else:
+        q, a, working, expect = (arithmetic if family == "arithmetic" else text_task)(rng)
+        before, answer = [{"role": "user", "content": q}], {"role": "assistant", "content": a}
+    thinking = rng.random() < 0.5
+    if thinking:
+        answer = dict(answer, reasoning_content=working)
+    prompt = render(template, before, tools, thinking, True)
+    full = render(template, before + [answer], tools, thinking, False)
+    if not full.startswith(prompt):
+        raise SystemExit(f"the template does not render the answer after its own prompt:\n{prompt!r}\n{full!r}")
+    target = full[len(prompt):]
+    end = target.find("<|im_end|>")
+    if end < 0:
+        raise SystemExit(f"no end of turn in {target!r}")
+    return {"family": family, "prompt": prompt, "answer": target[:end + len("<|im_end|>")],
+            "messages": before, "tools": tools, "thinking": thinking, "expect": expect}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--template", default=DEFAULT_TEMPLATE)
+    args = ap.parse_args()
+    template = make_env().from_string(load_template(args.template))
+    rng = random.Random(args.seed)
+    with open(args.out, "w", encoding="utf-8") as f:
+        for _ in range(args.count):
+            f.write(json.dumps(example(rng, template), ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
