@@ -10,9 +10,9 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 bash scripts/configure-sanitizers.sh asan >/dev/null
 cmake --build build-asan -j"$jobs" --target lily lily_tests lily_server_tests
-# The Node client's cases and the soak repeat what the hardening test does
+# The Node clients' cases and the soak repeat what the hardening test does
 # to the server at several times the cost here: they run natively.
-(cd build-asan && ctest --output-on-failure -j"$jobs" -E 'Server.OpenAINodeClient|Server.Soak')
+(cd build-asan && ctest --output-on-failure -j"$jobs" -E 'Server\..*NodeClient|Server.Soak')
 
 bash scripts/configure-sanitizers.sh tsan >/dev/null
 cmake --build build-tsan -j"$jobs" --target lily lily_tests
