@@ -6,35 +6,17 @@
 #include "lily/server/api_error.h"
 #include "lily/server/openai_request.h"
 #include "lily/server/openai_response.h"
+#include "server/job_events.h"
 #include "support/test_support.h"
 
 namespace lily::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-const Engine& engine() {
-  static auto e = Engine::load(test::tiny_model_dir());
-  return *e;
-}
+using namespace test_events;
 
 const json kTools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters":
   {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])");
-
-JobEvent text(const std::string& s) {
-  JobEvent e;
-  e.text = s;
-  return e;
-}
-JobEvent done(const std::string& reason, int64_t completion) {
-  JobEvent e;
-  e.kind = JobEvent::Kind::Done;
-  e.finish_reason = reason;
-  e.prompt_tokens = 10;
-  e.cached_tokens = 4;
-  e.completion_tokens = completion;
-  return e;
-}
 
 TEST(OpenAIRequest, ReadsAChatRequest) {
   const json body = json::parse(R"({"model": "x", "messages": [

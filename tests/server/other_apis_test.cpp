@@ -8,34 +8,14 @@
 #include "lily/server/messages_api.h"
 #include "lily/server/ollama_api.h"
 #include "lily/server/responses_api.h"
+#include "server/job_events.h"
 #include "support/test_support.h"
 
 namespace lily::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-const Engine& engine() {
-  static auto e = Engine::load(test::tiny_model_dir());
-  return *e;
-}
-
-JobEvent text(const std::string& s) {
-  JobEvent e;
-  e.text = s;
-  return e;
-}
-JobEvent done(const std::string& reason, int64_t completion, const std::string& stop_sequence = "") {
-  JobEvent e;
-  e.kind = JobEvent::Kind::Done;
-  e.finish_reason = reason;
-  e.stop_sequence = stop_sequence;
-  e.prompt_tokens = 10;
-  e.cached_tokens = 4;
-  e.completion_tokens = completion;
-  e.generated = {1, 2, 3};
-  return e;
-}
+using namespace test_events;
 
 // A model-style answer: reasoning, text, then a call, cut into pieces at awkward places.
 const std::string kAnswer =

@@ -2,24 +2,13 @@
 
 #include "lily/server/api_dialect.h"
 #include "lily/server/openai_response.h"
+#include "lily/server/request_fields.h"
 
 namespace lily::server {
 
 using json = nlohmann::ordered_json;
 
 namespace {
-
-const json* field(const json& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_field(const json& j, const char* name, const std::string& where) {
-  const json* v = field(j, name);
-  if (!v) throw bad_field(where + "." + name, "is required");
-  if (!v->is_string()) throw bad_field(where + "." + name, "must be a string");
-  return v->get<std::string>();
-}
 
 // A string, or text blocks (the system prompt, a tool's result).
 std::string text_of(const json& content, const std::string& where) {

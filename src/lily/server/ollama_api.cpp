@@ -3,17 +3,13 @@
 #include <cstdio>
 
 #include "lily/server/openai_response.h"
+#include "lily/server/request_fields.h"
 
 namespace lily::server {
 
 using json = nlohmann::ordered_json;
 
 namespace {
-
-const json* field(const json& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
 
 // The fields /api/chat and /api/generate share, into a Chat Completions body.
 void common(const json& body, json& chat) {

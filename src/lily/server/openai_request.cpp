@@ -7,18 +7,13 @@
 
 #include "lily/error.h"
 #include "lily/server/api_error.h"
+#include "lily/server/request_fields.h"
 
 namespace lily::server {
 
 using json = nlohmann::ordered_json;
 
 namespace {
-
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 std::string plain(double x) {
   std::ostringstream s;

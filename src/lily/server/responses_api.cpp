@@ -1,27 +1,13 @@
 #include "lily/server/responses_api.h"
 
 #include "lily/server/openai_response.h"
+#include "lily/server/request_fields.h"
 
 namespace lily::server {
 
 using json = nlohmann::ordered_json;
 
 namespace {
-
-const json* field(const json& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_field(const json& item, const char* name, const std::string& where, bool required = true) {
-  const json* v = field(item, name);
-  if (!v) {
-    if (required) throw bad_field(where + "." + name, "is required");
-    return "";
-  }
-  if (!v->is_string()) throw bad_field(where + "." + name, "must be a string");
-  return v->get<std::string>();
-}
 
 // The text of a message's content: a string, or parts of input_text,
 // output_text (earlier answers) or refusal.
