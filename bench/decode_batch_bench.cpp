@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "lily/backend/cpu/thread_pool.h"
+#include "lily/backend/cpu/cpu_backend.h"
 #include "lily/model/qwen35moe.h"
 
 namespace {
@@ -20,7 +20,9 @@ const Model& model() {
 
 void BM_DecodeBatch(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Qwen35MoeForward fwd(model());
+  cpu::CpuOptions o;
+  o.threads = 2;
+  Qwen35MoeForward fwd(model(), std::make_shared<cpu::CpuBackend>(cpu::make_cpu_context(o)));
   std::vector<SequenceState> seqs;
   std::vector<SequenceState*> ptrs;
   std::vector<int32_t> tokens;
@@ -43,7 +45,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "set LILY_BENCH_MODEL to a checkpoint directory (lily synth --out DIR --layers 4 --format mlx4)\n");
     return 2;
   }
-  cpu::ThreadPool::set_threads(2);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   return 0;

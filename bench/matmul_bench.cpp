@@ -38,13 +38,25 @@ struct QuantMatrix {
   }
 };
 
+// Two threads at the best ISA this CPU has; int8 activations when asked for.
+// Null (and the benchmark skipped) where the CPU has no int8 kernel.
+std::unique_ptr<cpu::CpuContext> context(benchmark::State& state, bool int8) {
+  cpu::CpuOptions o;
+  o.threads = 2;
+  o.int8 = int8 ? cpu::CpuOptions::Int8::On : cpu::CpuOptions::Int8::Off;
+  try {
+    return std::make_unique<cpu::CpuContext>(cpu::make_cpu_context(o));
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return nullptr;
+  }
+}
+
 void BM_Decode4bit(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1);
   // third argument 1: the int8-activation path
-  if (!cpu::int8::enable(state.range(2) == 1)) {
-    state.SkipWithError("no AVX-512 VNNI on this CPU");
-    return;
-  }
+  const auto ctx = context(state, state.range(2) == 1);
+  if (!ctx) return;
   static QuantMatrix* w = nullptr;  // built once per shape (large)
   static int64_t shape = -1;
   if (shape != R * 100000 + C) {
@@ -54,11 +66,10 @@ void BM_Decode4bit(benchmark::State& state) {
   }
   std::vector<float> x(static_cast<size_t>(C), 0.5f), y(static_cast<size_t>(R));
   for (auto _ : state) {
-    cpu::matmul(x.data(), 1, w->m, y.data(), cpu::Rows::Tokens);
+    cpu::matmul(*ctx, x.data(), 1, w->m, y.data(), cpu::Rows::Tokens);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w->m.bytes()));
-  cpu::int8::enable(false);
 }
 // lm_head slice (248320 rows in the model), GDN qkv projection, an expert's gate
 BENCHMARK(BM_Decode4bit)
@@ -75,9 +86,10 @@ void BM_ReadBytes(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0)) / sizeof(uint64_t);
   std::vector<uint64_t> buf(n, 1);
   uint64_t sink = 0;
+  const auto ctx = context(state, false);
   for (auto _ : state) {
     std::vector<uint64_t> part(64, 0);
-    cpu::ThreadPool::global().parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+    ctx->threads().parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
       uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       for (int64_t i = b; i + 4 <= e; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
       part[(b * 8 / static_cast<int64_t>(n)) * 8] = a0 ^ a1 ^ a2 ^ a3;
@@ -94,19 +106,16 @@ BENCHMARK(BM_ReadBytes)->Arg(72 << 20)->Arg(9 << 20)->UseRealTime();
 // expert's share of a 512-token prompt.
 void BM_Prompt4bit(benchmark::State& state) {
   const int64_t T = state.range(0), R = state.range(1), C = 2048;
-  if (!cpu::int8::enable(state.range(2) == 1)) {
-    state.SkipWithError("no AVX-512 VNNI on this CPU");
-    return;
-  }
+  const auto ctx = context(state, state.range(2) == 1);
+  if (!ctx) return;
   QuantMatrix w(R, C);
   std::vector<float> x(static_cast<size_t>(T * C)), y(static_cast<size_t>(T * R));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
   for (auto _ : state) {
-    cpu::matmul(x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
+    cpu::matmul(*ctx, x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * R * C * state.iterations(), benchmark::Counter::kIsRate);
-  cpu::int8::enable(false);
 }
 BENCHMARK(BM_Prompt4bit)
     ->Args({16, 2048, 0})
@@ -121,7 +130,6 @@ BENCHMARK(BM_Prompt4bit)
 }  // namespace
 
 int main(int argc, char** argv) {
-  cpu::ThreadPool::set_threads(2);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   return 0;

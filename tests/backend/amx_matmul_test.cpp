@@ -13,12 +13,14 @@
 #include "lily/backend/cpu/matmul.h"
 #include "lily/io/dtype.h"
 #include "support/int8_bound.h"
+#include "support/test_support.h"
 
 namespace lily::cpu {
 namespace {
 
 TEST(AmxMatmul, WithinTheInputRoundingOfTheExactProduct) {
-  if (!amx::available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX tiles";
+  if (best_isa() < Isa::Amx) GTEST_SKIP() << "this CPU (or kernel) offers no AMX tiles";
+  const CpuContext ctx = test::cpu_context(Isa::Amx, true);
   std::mt19937 rng(9);
   std::normal_distribution<float> n(0.f, 1.f);
   for (DType sd : {DType::F32, DType::BF16, DType::F16})
@@ -35,14 +37,15 @@ TEST(AmxMatmul, WithinTheInputRoundingOfTheExactProduct) {
           const test::QuantizedMatrix qw(w, R, C, bits, gs, sd);
           ASSERT_TRUE(amx::supports(qw.m));
           std::vector<float> y(T * R);
-          amx::matmul(x.data(), T, qw.m, y.data());
+          amx::matmul(ctx, x.data(), T, qw.m, y.data());
           ASSERT_TRUE(test::within_int8_rounding(qw.m, x.data(), T, y.data()))
               << dtype_name(sd) << " bits " << bits << " gs " << gs << " C " << C;
         }
 }
 
 TEST(AmxMatmul, ATokensOutputsDoNotDependOnTheOthers) {
-  if (!amx::available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX tiles";
+  if (best_isa() < Isa::Amx) GTEST_SKIP() << "this CPU (or kernel) offers no AMX tiles";
+  const CpuContext ctx = test::cpu_context(Isa::Amx, true);
   std::mt19937 rng(10);
   std::normal_distribution<float> n(0.f, 1.f);
   const int64_t R = 50, C = 256, T = 40;
@@ -51,16 +54,14 @@ TEST(AmxMatmul, ATokensOutputsDoNotDependOnTheOthers) {
   for (auto& a : x) a = n(rng);
   const test::QuantizedMatrix qw(w, R, C, 4, 64, DType::BF16);
   std::vector<float> all(T * R), part(R * 7);
-  amx::matmul(x.data(), T, qw.m, all.data());
+  amx::matmul(ctx, x.data(), T, qw.m, all.data());
   for (int64_t t0 : {0, 5, 33}) {  // seven tokens from different places of the tiles
-    amx::matmul(x.data() + t0 * C, 7, qw.m, part.data());
+    amx::matmul(ctx, x.data() + t0 * C, 7, qw.m, part.data());
     for (int64_t i = 0; i < 7 * R; ++i) ASSERT_EQ(part[i], all[t0 * R + i]) << "token " << t0 + i / R;
   }
   // and the prompt product takes this path with int8 activations on
-  ASSERT_TRUE(int8::enable(true));
   std::vector<float> via(T * R);
-  matmul(x.data(), T, qw.m, via.data(), Rows::Prompt);
-  int8::enable(false);
+  matmul(ctx, x.data(), T, qw.m, via.data(), Rows::Prompt);
   EXPECT_EQ(via, all);
 }
 

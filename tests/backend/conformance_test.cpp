@@ -1,21 +1,30 @@
 // Every backend against the CPU reference, as llama.cpp's test-backend-ops
 // does: each operation on random inputs of awkward sizes, for every weight
 // format (F32, F16, BF16, MLX affine 4/6/8-bit), within a tolerance derived
-// from fp32 accumulation; then whole models on the fixtures, with the CPU's
-// expert choices replayed (tiny random models route chaotically), greedy
-// steps where the top-1 margin decides them, batched equal to alone and a
-// resumed prefix equal to a fresh prompt. Skipped where no GPU is present.
+// from fp32 accumulation; then whole models on the fixtures, with the
+// reference's expert choices replayed (tiny random models route chaotically),
+// greedy steps where the top-1 margin decides them, batched equal to alone
+// and a resumed prefix equal to a fresh prompt.
+//
+// The reference is the CPU backend at its portable kernels with float
+// activations. The backends under test: the GPU (skipped where there is
+// none), and the CPU at every other ISA level this machine has, with float
+// activations and, where the level has an int8 kernel, with int8 ones (lossy:
+// held to the rounding of their inputs, and to 1e-2 on whole models).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "lily/backend/backend_factory.h"
 #include "lily/backend/cpu/cpu_backend.h"
+#include "lily/backend/cpu/int8_dot.h"
 #include "lily/model/model.h"
 #include "lily/model/qwen35moe.h"
 #include "lily/quant/affine.h"
+#include "support/int8_bound.h"
 #include "support/test_support.h"
 
 namespace lily {
@@ -98,68 +107,114 @@ HostMatrix make_matrix(Format f, int64_t rows, int64_t cols, uint32_t seed) {
   return h;
 }
 
-class Conformance : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!device_available(Device::Cuda, &why)) GTEST_SKIP() << "no GPU backend here: " << why;
-    gpu_ = make_backend(Device::Cuda);
-  }
-  Tensor on(Backend& b, const std::vector<float>& v, int64_t rows, int64_t cols) { return b.from_host(v, rows, cols); }
-
-  cpu::CpuBackend cpu_;
-  std::shared_ptr<Backend> gpu_;
+// A backend under test: "cuda", or "cpu_<isa>" with "_int8" for int8 activations.
+struct Candidate {
+  std::string name;
+  Device device = Device::Cpu;
+  cpu::Isa isa = cpu::Isa::Portable;
+  bool int8 = false;
 };
 
-TEST_F(Conformance, MatmulInEveryWeightFormat) {
+// gtest prints parameters in test names and failures: the name, not the bytes.
+void PrintTo(const Candidate& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Candidate> candidates() {
+  std::vector<Candidate> out = {{"cuda", Device::Cuda}};
+  for (cpu::Isa isa : cpu::isas_here()) {
+    if (isa == cpu::Isa::Portable) continue;  // the reference itself
+    // the float kernels of VNNI and AMX levels are AVX-512's: those levels differ by their int8 paths
+    if (isa < cpu::Isa::Avx512Vnni) out.push_back({std::string("cpu_") + cpu::isa_name(isa), Device::Cpu, isa, false});
+    out.push_back({std::string("cpu_") + cpu::isa_name(isa) + "_int8", Device::Cpu, isa, true});
+  }
+  return out;
+}
+
+// The reference and one backend under test, for a parameter that names the candidate.
+template <class Param>
+class AgainstTheReference : public ::testing::TestWithParam<Param> {
+ protected:
+  virtual const Candidate& candidate() const = 0;
+  void SetUp() override {
+    const Candidate& c = candidate();
+    if (c.device == Device::Cuda) {
+      std::string why;
+      if (!device_available(Device::Cuda, &why)) GTEST_SKIP() << "no GPU backend here: " << why;
+      dut_ = make_backend(Device::Cuda);
+    } else {
+      dut_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(c.isa, c.int8));
+    }
+  }
+  Tensor on(Backend& b, const std::vector<float>& v, int64_t rows, int64_t cols) { return b.from_host(v, rows, cols); }
+  bool lossy() const { return candidate().int8; }
+  // The kind a product of T rows is run as: the CPU's own choice (decode
+  // tokens take the int8 path); the GPU's prompt kernels for any T.
+  RowKind kind_under_test(int64_t T) const {
+    return candidate().device == Device::Cuda || T > 1 ? RowKind::Prompt : RowKind::Tokens;
+  }
+
+  std::shared_ptr<cpu::CpuBackend> ref_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(cpu::Isa::Portable));
+  cpu::CpuBackend& cpu_ = *ref_;
+  std::shared_ptr<Backend> dut_;
+};
+
+class Conformance : public AgainstTheReference<Candidate> {
+ protected:
+  const Candidate& candidate() const override { return GetParam(); }
+};
+
+TEST_P(Conformance, MatmulInEveryWeightFormat) {
   for (Format f : {Format::F32, Format::F16, Format::BF16, Format::Q4, Format::Q6, Format::Q8})
     for (int64_t T : {1, 3, 6}) {
       const int64_t rows = 37, cols = 192;
       HostMatrix h = make_matrix(f, rows, cols, 7 + static_cast<uint32_t>(T));
       const std::vector<float> x = random_floats(static_cast<size_t>(T * cols), 11);
-      Tensor yc = cpu_.tensor(T, rows), yg = gpu_->tensor(T, rows);
+      Tensor yc = cpu_.tensor(T, rows), yg = dut_->tensor(T, rows);
       cpu_.matmul(on(cpu_, x, T, cols), h.m, yc, T == 1 ? RowKind::Tokens : RowKind::Prompt);
-      const Matrix dev = gpu_->bind(h.m);
-      EXPECT_EQ(dev.device, Device::Cuda);
-      gpu_->matmul(on(*gpu_, x, T, cols), dev, yg, RowKind::Prompt);
-      expect_close(gpu_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(cols),
-                   std::string("matmul ") + name_of(f) + " T=" + std::to_string(T));
+      const Matrix dev = dut_->bind(h.m);
+      EXPECT_EQ(dev.device, candidate().device);
+      dut_->matmul(on(*dut_, x, T, cols), dev, yg, kind_under_test(T));
+      const std::string what = std::string("matmul ") + name_of(f) + " T=" + std::to_string(T);
+      if (lossy() && cpu::int8::supports(h.m)) {
+        EXPECT_TRUE(test::within_int8_rounding(h.m, x.data(), T, dut_->to_host(yg).data())) << what;
+      } else {
+        expect_close(dut_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(cols), what);
+      }
       // embedding rows dequantize exactly as the CPU does
       const std::vector<int32_t> ids = {3, 0, 36, 3};
-      expect_close(gpu_->to_host(gpu_->embed(dev, ids)), cpu_.to_host(cpu_.embed(h.m, ids)), 1e-7,
+      expect_close(dut_->to_host(dut_->embed(dev, ids)), cpu_.to_host(cpu_.embed(h.m, ids)), 1e-7,
                    std::string("embed ") + name_of(f));
     }
 }
 
-TEST_F(Conformance, NormsAndElementwise) {
+TEST_P(Conformance, NormsAndElementwise) {
   const int64_t T = 5, H = 72, heads = 3, hd = 24;
   const auto x = random_floats(T * H, 1), z = random_floats(T * H, 2), w = random_floats(hd, 3, 0.5f, 1.5f);
-  const Vector wv = w, wg = gpu_->bind(wv);
+  const Vector wv = w, wg = dut_->bind(wv);
   for (bool gated : {false, true}) {
-    Tensor yc = cpu_.tensor(T, H), yg = gpu_->tensor(T, H);
+    Tensor yc = cpu_.tensor(T, H), yg = dut_->tensor(T, H);
     if (gated) {
       cpu_.gated_rmsnorm(on(cpu_, x, T, H), on(cpu_, z, T, H), wv, 1e-6f, yc);
-      gpu_->gated_rmsnorm(on(*gpu_, x, T, H), on(*gpu_, z, T, H), wg, 1e-6f, yg);
+      dut_->gated_rmsnorm(on(*dut_, x, T, H), on(*dut_, z, T, H), wg, 1e-6f, yg);
     } else {
       cpu_.rmsnorm(on(cpu_, x, T, H), wv, 1e-6f, yc);
-      gpu_->rmsnorm(on(*gpu_, x, T, H), wg, 1e-6f, yg);
+      dut_->rmsnorm(on(*dut_, x, T, H), wg, 1e-6f, yg);
     }
-    expect_close(gpu_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(hd), gated ? "gated_rmsnorm" : "rmsnorm");
+    expect_close(dut_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(hd), gated ? "gated_rmsnorm" : "rmsnorm");
   }
-  Tensor ac = on(cpu_, x, T, H), ag = on(*gpu_, x, T, H);
+  Tensor ac = on(cpu_, x, T, H), ag = on(*dut_, x, T, H);
   cpu_.add(ac, on(cpu_, z, T, H));
-  gpu_->add(ag, on(*gpu_, z, T, H));
-  expect_close(gpu_->to_host(ag), cpu_.to_host(ac), 1e-7, "add");
+  dut_->add(ag, on(*dut_, z, T, H));
+  expect_close(dut_->to_host(ag), cpu_.to_host(ac), 1e-7, "add");
   cpu_.sigmoid_mul(ac, on(cpu_, z, T, H));
-  gpu_->sigmoid_mul(ag, on(*gpu_, z, T, H));
-  expect_close(gpu_->to_host(ag), cpu_.to_host(ac), 1e-6, "sigmoid_mul");
+  dut_->sigmoid_mul(ag, on(*dut_, z, T, H));
+  expect_close(dut_->to_host(ag), cpu_.to_host(ac), 1e-6, "sigmoid_mul");
   const auto qg = random_floats(T * heads * 2 * hd, 4);
   Tensor qc = cpu_.tensor(T, heads * hd), gc = cpu_.tensor(T, heads * hd);
-  Tensor qgg = gpu_->tensor(T, heads * hd), ggg = gpu_->tensor(T, heads * hd);
+  Tensor qgg = dut_->tensor(T, heads * hd), ggg = dut_->tensor(T, heads * hd);
   cpu_.split_query_gate(on(cpu_, qg, T, 2 * heads * hd), heads, hd, qc, gc);
-  gpu_->split_query_gate(on(*gpu_, qg, T, 2 * heads * hd), heads, hd, qgg, ggg);
-  expect_close(gpu_->to_host(qgg), cpu_.to_host(qc), 0, "split q");
-  expect_close(gpu_->to_host(ggg), cpu_.to_host(gc), 0, "split gate");
+  dut_->split_query_gate(on(*dut_, qg, T, 2 * heads * hd), heads, hd, qgg, ggg);
+  expect_close(dut_->to_host(qgg), cpu_.to_host(qc), 0, "split q");
+  expect_close(dut_->to_host(ggg), cpu_.to_host(gc), 0, "split gate");
 }
 
 // Two sequences in one call, at different positions, through every op that keeps state.
@@ -170,34 +225,34 @@ struct Pair {
   }
 };
 
-TEST_F(Conformance, RopeAndAttentionOverTheCache) {
+TEST_P(Conformance, RopeAndAttentionOverTheCache) {
   const AttentionShape s{4, 2, 32, 16, 10000.0};
   StateLayout layout;
   layout.delta_layer = {false};
   layout.kv_heads = s.kv_heads;
   layout.head_dim = s.head_dim;
-  Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{gpu_->new_state(layout), gpu_->new_state(layout)};
+  Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{dut_->new_state(layout), dut_->new_state(layout)};
   int64_t pa = 0, pb = 0;
   for (auto [ra, rb] : {std::pair<int64_t, int64_t>{5, 3}, {1, 1}, {2, 7}}) {
     const int64_t T = ra + rb, qd = s.heads * s.head_dim, kd = s.kv_heads * s.head_dim;
     const auto q = random_floats(T * qd, 10 + T), k = random_floats(T * kd, 20 + T), v = random_floats(T * kd, 30 + T);
     Tensor qc = on(cpu_, q, T, qd), kc = on(cpu_, k, T, kd), vc = on(cpu_, v, T, kd), oc = cpu_.tensor(T, qd);
-    Tensor qg = on(*gpu_, q, T, qd), kg = on(*gpu_, k, T, kd), vg = on(*gpu_, v, T, kd), og = gpu_->tensor(T, qd);
+    Tensor qg = on(*dut_, q, T, qd), kg = on(*dut_, k, T, kd), vg = on(*dut_, v, T, kd), og = dut_->tensor(T, qd);
     const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
     cpu_.rope(qc, s.heads, sc, s);
     cpu_.rope(kc, s.kv_heads, sc, s);
-    gpu_->rope(qg, s.heads, sg, s);
-    gpu_->rope(kg, s.kv_heads, sg, s);
-    expect_close(gpu_->to_host(qg), cpu_.to_host(qc), 1e-5, "rope");
+    dut_->rope(qg, s.heads, sg, s);
+    dut_->rope(kg, s.kv_heads, sg, s);
+    expect_close(dut_->to_host(qg), cpu_.to_host(qc), 1e-5, "rope");
     cpu_.attention(0, sc, qc, kc, vc, s, oc);
-    gpu_->attention(0, sg, qg, kg, vg, s, og);
-    expect_close(gpu_->to_host(og), cpu_.to_host(oc), fp32_tolerance(s.head_dim * (pa + pb + T)), "attention");
+    dut_->attention(0, sg, qg, kg, vg, s, og);
+    expect_close(dut_->to_host(og), cpu_.to_host(oc), fp32_tolerance(s.head_dim * (pa + pb + T)), "attention");
     pa += ra;
     pb += rb;
   }
 }
 
-TEST_F(Conformance, GatedDeltaNetStepsAndChunks) {
+TEST_P(Conformance, GatedDeltaNetStepsAndChunks) {
   const DeltaShape s{2, 4, 16, 24, 4, 64};
   const int64_t C = 2 * s.key_heads * s.key_dim + s.value_heads * s.value_dim, VD = s.value_heads * s.value_dim;
   StateLayout layout;
@@ -207,10 +262,10 @@ TEST_F(Conformance, GatedDeltaNetStepsAndChunks) {
   layout.value_heads = s.value_heads;
   layout.key_dim = s.key_dim;
   layout.value_dim = s.value_dim;
-  Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{gpu_->new_state(layout), gpu_->new_state(layout)};
+  Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{dut_->new_state(layout), dut_->new_state(layout)};
   const Vector conv = random_floats(C * s.conv_kernel, 40, -0.5f, 0.5f), nea = random_floats(s.value_heads, 41, -1.f, -0.1f),
                dtb = random_floats(s.value_heads, 42);
-  const Vector gconv = gpu_->bind(conv), gnea = gpu_->bind(nea), gdtb = gpu_->bind(dtb);
+  const Vector gconv = dut_->bind(conv), gnea = dut_->bind(nea), gdtb = dut_->bind(dtb);
   int64_t pa = 0, pb = 0;
   // a prompt of 70 and one of 5 (chunked on the CPU), then two decode steps of one token each
   for (auto [ra, rb] : {std::pair<int64_t, int64_t>{70, 5}, {1, 1}, {1, 1}}) {
@@ -219,27 +274,27 @@ TEST_F(Conformance, GatedDeltaNetStepsAndChunks) {
     const auto x = random_floats(T * C, 50 + T), b = random_floats(T * s.value_heads, 60 + T),
                a = random_floats(T * s.value_heads, 70 + T);
     const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
-    Tensor mc = cpu_.tensor(T, C), mg = gpu_->tensor(T, C);
+    Tensor mc = cpu_.tensor(T, C), mg = dut_->tensor(T, C);
     cpu_.conv_silu(0, sc, on(cpu_, x, T, C), conv, s, mc);
-    gpu_->conv_silu(0, sg, on(*gpu_, x, T, C), gconv, s, mg);
-    expect_close(gpu_->to_host(mg), cpu_.to_host(mc), fp32_tolerance(s.conv_kernel), "conv_silu");
+    dut_->conv_silu(0, sg, on(*dut_, x, T, C), gconv, s, mg);
+    expect_close(dut_->to_host(mg), cpu_.to_host(mc), fp32_tolerance(s.conv_kernel), "conv_silu");
     Tensor bc = on(cpu_, b, T, s.value_heads), ac = on(cpu_, a, T, s.value_heads);
-    Tensor bg = on(*gpu_, b, T, s.value_heads), ag = on(*gpu_, a, T, s.value_heads);
+    Tensor bg = on(*dut_, b, T, s.value_heads), ag = on(*dut_, a, T, s.value_heads);
     cpu_.delta_gates(mc, bc, ac, nea, dtb, s);
-    gpu_->delta_gates(mg, bg, ag, gnea, gdtb, s);
-    expect_close(gpu_->to_host(mg), cpu_.to_host(mc), 1e-5, "delta_gates (q, k)");
-    expect_close(gpu_->to_host(bg), cpu_.to_host(bc), 1e-6, "delta_gates (beta)");
-    expect_close(gpu_->to_host(ag), cpu_.to_host(ac), 1e-5, "delta_gates (decay)");
-    Tensor oc = cpu_.tensor(T, VD), og = gpu_->tensor(T, VD);
+    dut_->delta_gates(mg, bg, ag, gnea, gdtb, s);
+    expect_close(dut_->to_host(mg), cpu_.to_host(mc), 1e-5, "delta_gates (q, k)");
+    expect_close(dut_->to_host(bg), cpu_.to_host(bc), 1e-6, "delta_gates (beta)");
+    expect_close(dut_->to_host(ag), cpu_.to_host(ac), 1e-5, "delta_gates (decay)");
+    Tensor oc = cpu_.tensor(T, VD), og = dut_->tensor(T, VD);
     cpu_.delta_rule(0, sc, mc, ac, bc, s, kind, oc);
-    gpu_->delta_rule(0, sg, mg, ag, bg, s, kind, og);
-    expect_close(gpu_->to_host(og), cpu_.to_host(oc), 1e-4, "delta_rule after " + std::to_string(pa) + " tokens");
+    dut_->delta_rule(0, sg, mg, ag, bg, s, kind, og);
+    expect_close(dut_->to_host(og), cpu_.to_host(oc), 1e-4, "delta_rule after " + std::to_string(pa) + " tokens");
     pa += ra;
     pb += rb;
   }
 }
 
-TEST_F(Conformance, MixtureOfExpertsOnTheSameRoutes) {
+TEST_P(Conformance, MixtureOfExpertsOnTheSameRoutes) {
   const int64_t E = 8, k = 2, H = 64, I = 64, Is = 128;  // widths the group sizes divide
   for (Format f : {Format::BF16, Format::Q4, Format::Q8}) {
     std::vector<HostMatrix> gate, up, down;
@@ -253,48 +308,56 @@ TEST_F(Conformance, MixtureOfExpertsOnTheSameRoutes) {
     std::vector<Matrix> hg, hu, hd, dg, du, dd;
     for (int64_t e = 0; e < E; ++e) {
       hg.push_back(gate[e].m), hu.push_back(up[e].m), hd.push_back(down[e].m);
-      dg.push_back(gpu_->bind(gate[e].m)), du.push_back(gpu_->bind(up[e].m)), dd.push_back(gpu_->bind(down[e].m));
+      dg.push_back(dut_->bind(gate[e].m)), du.push_back(dut_->bind(up[e].m)), dd.push_back(dut_->bind(down[e].m));
     }
-    const Matrix grouter = gpu_->bind(router.m), gsg = gpu_->bind(sg.m), gsu = gpu_->bind(su.m), gsd = gpu_->bind(sd.m),
-                 gseg = gpu_->bind(seg.m);
+    const Matrix grouter = dut_->bind(router.m), gsg = dut_->bind(sg.m), gsu = dut_->bind(su.m), gsd = dut_->bind(sd.m),
+                 gseg = dut_->bind(seg.m);
     const ExpertWeights wc{&router.m, hg, hu, hd, &sg.m, &su.m, &sd.m, &seg.m};
     const ExpertWeights wg{&grouter, dg, du, dd, &gsg, &gsu, &gsd, &gseg};
     for (int64_t T : {1, 4}) {
       const auto x = random_floats(T * H, 500 + T);
       RouteLog log;
       cpu_.set_route_log(&log);
-      Tensor yc = cpu_.tensor(T, H), yg = gpu_->tensor(T, H);
+      Tensor yc = cpu_.tensor(T, H), yg = dut_->tensor(T, H);
       cpu_.moe(on(cpu_, x, T, H), wc, k, yc, T == 1 ? RowKind::Tokens : RowKind::Prompt);
       cpu_.set_route_log(nullptr);
       log.mode = RouteLog::Mode::Replay;
-      gpu_->set_route_log(&log);
-      gpu_->moe(on(*gpu_, x, T, H), wg, k, yg, RowKind::Prompt);
-      gpu_->set_route_log(nullptr);
-      expect_close(gpu_->to_host(yg), cpu_.to_host(yc), fp32_tolerance(H + Is), std::string("moe ") + name_of(f));
-      // and routing on the GPU picks the CPU's experts on these random inputs
+      dut_->set_route_log(&log);
+      dut_->moe(on(*dut_, x, T, H), wg, k, yg, kind_under_test(T));
+      dut_->set_route_log(nullptr);
+      // int8 inputs (the shared expert's down product here) move a product by up
+      // to half a step (max |x| / 254) per input times |w|: about 1% of these
+      // outputs (a wrong nibble or scale would move them by tens of percent)
+      expect_close(dut_->to_host(yg), cpu_.to_host(yc), lossy() ? 3e-2 : fp32_tolerance(H + Is),
+                   std::string("moe ") + name_of(f));
+      // and routing under test picks the reference's experts on these random inputs
       RouteLog own;
-      gpu_->set_route_log(&own);
-      gpu_->moe(on(*gpu_, x, T, H), wg, k, yg, RowKind::Prompt);
-      gpu_->set_route_log(nullptr);
+      dut_->set_route_log(&own);
+      dut_->moe(on(*dut_, x, T, H), wg, k, yg, kind_under_test(T));
+      dut_->set_route_log(nullptr);
       EXPECT_EQ(own.experts[0], log.experts[0]) << name_of(f);
     }
   }
 }
 
-// Whole models: the logits of every fixture prompt within 1e-3 of the CPU's.
-// The MLX fixtures are tiny-a quantized: its prompts serve them too.
-class WholeModel : public Conformance, public ::testing::WithParamInterface<const char*> {
+// Whole models: the logits of every fixture prompt within 1e-3 of the
+// reference's (1e-2 with int8 activations). The MLX fixtures are tiny-a
+// quantized: its prompts serve them too.
+class WholeModel : public AgainstTheReference<std::tuple<Candidate, const char*>> {
  protected:
+  const Candidate& candidate() const override { return std::get<0>(GetParam()); }
+  std::string fixture() const { return std::get<1>(GetParam()); }
   test::Reference prompts() const {
-    std::string base = GetParam();
+    std::string base = fixture();
     if (auto at = base.find("-mlx"); at != std::string::npos) base.resize(at);
     return test::load_reference(test::model_dir(base));
   }
+  double tolerance() const { return lossy() ? 1e-2 : 1e-3; }
 };
 
 TEST_P(WholeModel, LogitsAgreeOnTheCpusRoutes) {
-  auto model = Model::load(test::model_dir(GetParam()));
-  Qwen35MoeForward fc(*model), fg(*model, gpu_);
+  auto model = Model::load(test::model_dir(fixture()));
+  Qwen35MoeForward fc(*model, ref_), fg(*model, dut_);
   const test::Reference ref = prompts();
   const int64_t V = model->config().vocab_size;
   double worst = 0;
@@ -310,15 +373,16 @@ TEST_P(WholeModel, LogitsAgreeOnTheCpusRoutes) {
     fg.backend().set_route_log(nullptr);
     const double e = test::max_row_relative_error(got, want, V);
     worst = std::max(worst, e);
-    EXPECT_LT(e, 1e-3) << GetParam() << ", a prompt of " << p.tokens.size() << " tokens";
+    EXPECT_LT(e, tolerance()) << fixture() << ", a prompt of " << p.tokens.size() << " tokens";
   }
   RecordProperty("max_row_relative_error", std::to_string(worst));
-  std::printf("%s: worst row relative error against the CPU %.3g\n", GetParam(), worst);
+  std::printf("%s on %s: worst row relative error against the reference %.3g\n", fixture().c_str(),
+              candidate().name.c_str(), worst);
 }
 
 TEST_P(WholeModel, GreedyStepsAgreeWhereTheMarginDecides) {
-  auto model = Model::load(test::model_dir(GetParam()));
-  Qwen35MoeForward fc(*model), fg(*model, gpu_);
+  auto model = Model::load(test::model_dir(fixture()));
+  Qwen35MoeForward fc(*model, ref_), fg(*model, dut_);
   const test::Reference ref = prompts();
   const auto& p = ref.prompts.back();
   RouteLog log;
@@ -338,25 +402,26 @@ TEST_P(WholeModel, GreedyStepsAgreeWhereTheMarginDecides) {
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
     const int32_t top_c = static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin());
     const int32_t top_g = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-    if (sorted[0] - sorted[1] > 1e-3 * std::max(1.0, max_abs(lc))) {
+    if (sorted[0] - sorted[1] > 2 * tolerance() * std::max(1.0, max_abs(lc))) {
       EXPECT_EQ(top_g, top_c) << "step " << step;
       ++decided;
     }
     feed = {top_c};
   }
-  EXPECT_GT(decided, 6);
+  EXPECT_GT(decided, lossy() ? 3 : 6);
 }
 
 TEST_P(WholeModel, BatchedEqualsAloneAndAResumedPrefixEqualsAFreshPrompt) {
-  auto model = Model::load(test::model_dir(GetParam()));
-  Qwen35MoeForward fg(*model, gpu_);
+  auto model = Model::load(test::model_dir(fixture()));
+  Qwen35MoeForward fg(*model, dut_);
   const test::Reference ref = prompts();
   const auto& prompt = ref.prompts.back().tokens;
-  ASSERT_GT(prompt.size(), 8u);
-  // a resumed prefix: the state after the first half, copied (a prefix-cache snapshot), then the rest
+  ASSERT_GT(prompt.size(), 66u);
+  // a resumed prefix: the state after 64 tokens (a chunk multiple, where the
+  // prefix cache takes its snapshots), copied, then the rest
   SequenceState fresh = fg.new_state(), half = fg.new_state();
   const auto want = fg.forward(prompt, fresh, LogitsFor::LastPosition, ForwardMode::Prompt);
-  const size_t cut = prompt.size() / 2;
+  const size_t cut = 64;
   fg.forward(std::span<const int32_t>(prompt.data(), cut), half, LogitsFor::LastPosition, ForwardMode::Prompt);
   SequenceState resumed = half;
   const auto got = fg.forward(std::span<const int32_t>(prompt.data() + cut, prompt.size() - cut), resumed,
@@ -384,10 +449,15 @@ TEST_P(WholeModel, BatchedEqualsAloneAndAResumedPrefixEqualsAFreshPrompt) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(candidates()),
+                         [](const auto& info) { return info.param.name; });
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, WholeModel,
-                         ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx6", "tiny-a-mlx8"),
+                         ::testing::Combine(::testing::ValuesIn(candidates()),
+                                            ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx6",
+                                                              "tiny-a-mlx8")),
                          [](const auto& info) {
-                           std::string n = info.param;
+                           std::string n = std::get<0>(info.param).name + "_" + std::get<1>(info.param);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

@@ -1,4 +1,4 @@
-// The int8-activation decode path, each kernel the CPU has (VNNI, AVX2),
+// The int8-activation decode path, at each ISA level with a kernel (AVX2, VNNI),
 // against the exact product of the same weights: within the rounding of the
 // inputs it makes, never more, and a batched call equal to single ones.
 #include "lily/backend/cpu/int8_dot.h"
@@ -10,19 +10,19 @@
 
 #include "lily/backend/cpu/matmul.h"
 #include "lily/io/dtype.h"
+#include "lily/error.h"
 #include "support/int8_bound.h"
+#include "support/test_support.h"
 
 namespace lily::cpu {
 namespace {
 
 TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
-  if (!int8::available()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
-  ASSERT_TRUE(int8::enable(true));
-  const int8::Kernel best = int8::kernel();
-  int kernels_run = 0;
-  for (int8::Kernel k : {int8::Kernel::Vnni, int8::Kernel::Avx2}) {  // each kernel this CPU has
-    if (!int8::use_kernel(k)) continue;
-    ++kernels_run;
+  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
+  for (Isa isa : isas_here()) {  // each ISA with an int8 kernel: AVX2's, and VNNI's where present
+    if (int8::kernel_for(isa) == int8::Kernel::None) continue;
+    const CpuContext ctx = test::cpu_context(isa, true);
+    const int8::Kernel k = int8::kernel_for(isa);
     std::mt19937 rng(5);
     std::normal_distribution<float> n(0.f, 1.f);
     // scales and biases in each stored type; 2304 inputs span more than sixteen groups
@@ -39,34 +39,37 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
             const test::QuantizedMatrix qw(w, R, C, bits, gs, sd);
             ASSERT_TRUE(int8::supports(qw.m));
             std::vector<float> y(T * R), one(R);
-            matmul(x.data(), T, qw.m, y.data(), Rows::Tokens);
+            matmul(ctx, x.data(), T, qw.m, y.data(), Rows::Tokens);
             for (int64_t t = 0; t < T; ++t) {
-              matmul(x.data() + t * C, 1, qw.m, one.data(), Rows::Tokens);
+              matmul(ctx, x.data() + t * C, 1, qw.m, one.data(), Rows::Tokens);
               EXPECT_TRUE(std::equal(one.begin(), one.end(), y.begin() + t * R)) << "a batched row differs";
             }
             EXPECT_TRUE(test::within_int8_rounding(qw.m, x.data(), T, y.data()))
-                << (k == int8::Kernel::Vnni ? "VNNI " : "AVX2 ") << dtype_name(sd) << " bits " << bits << " gs " << gs
+                << (k == int8::Kernel::Vnni ? "VNNI " : "AVX2 ") << isa_name(isa) << " " << dtype_name(sd) << " bits " << bits << " gs " << gs
                 << " C " << C;
           }
   }
-  EXPECT_GE(kernels_run, 1);
-  int8::use_kernel(best);
-  int8::enable(false);
 }
 
 TEST(Int8Dot, InputsAreRoundedPerGroup) {
   std::vector<float> x = {0.f, 1.f, -2.f, 127.f};
   x.resize(64, 0.5f);
-  const int8::Input in = int8::quantize_input(x.data(), 64, 64, true);
+  for (Isa isa : isas_here()) {
+  const int8::Input in = int8::quantize_input(isa, x.data(), 64, 64, true);
   EXPECT_FLOAT_EQ(in.step[0], 1.f);
   EXPECT_EQ(in.q[0], 0);     // x[0], even half
   EXPECT_EQ(in.q[32], 1);    // x[1], odd half
   EXPECT_EQ(in.q[1], -2);    // x[2]
   EXPECT_EQ(in.q[33], 127);  // x[3]
   EXPECT_FLOAT_EQ(in.sum[0], 0.f + 1 - 2 + 127 + 60 * 0.5f);
-  if (!int8::available()) {
-    EXPECT_FALSE(int8::enable(true));
   }
+  // a context without an int8 kernel refuses to be asked for one
+  CpuOptions o;
+  o.isa = Isa::Portable;
+  o.int8 = CpuOptions::Int8::On;
+  EXPECT_THROW(make_cpu_context(o), Error);
+  o.int8 = CpuOptions::Int8::Auto;
+  EXPECT_FALSE(make_cpu_context(o).int8);
 }
 
 }  // namespace

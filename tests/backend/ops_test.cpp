@@ -36,10 +36,12 @@ TEST(Matmul, AllStorageTypesAgainstDouble) {
     DType t;
     const void* p;
   };
+  for (Isa isa : isas_here())
   for (V v : {V{DType::F32, w.data()}, V{DType::BF16, wb.data()}, V{DType::F16, wh.data()}}) {
+    const CpuContext ctx = test::cpu_context(isa);
     Matrix m{v.t, v.p, R, C};
     std::vector<float> y(T * R), want(T * R), rowf(C);
-    matmul(x.data(), T, m, y.data());
+    matmul(ctx, x.data(), T, m, y.data());
     for (int64_t r = 0; r < R; ++r) {
       convert_to_float(v.t, m.row(r), rowf.data(), C);
       for (int64_t t = 0; t < T; ++t) {
@@ -48,8 +50,8 @@ TEST(Matmul, AllStorageTypesAgainstDouble) {
         want[t * R + r] = static_cast<float>(s);
       }
     }
-    EXPECT_LE(test::max_row_relative_error(y, want, R), 1e-6) << dtype_name(v.t);
-    EXPECT_NEAR(dot_row(m, 4, x.data()), want[4], 1e-4);
+    EXPECT_LE(test::max_row_relative_error(y, want, R), 1e-6) << dtype_name(v.t) << " at " << isa_name(isa);
+    EXPECT_NEAR(dot_row(isa, m, 4, x.data()), want[4], 1e-4);
   }
 }
 
@@ -93,7 +95,8 @@ TEST(Attention, CausalGroupedQueryAgainstDouble) {
   std::vector<float> q(T * heads * hd), K(P * kvh * hd), V(P * kvh * hd), out(T * heads * hd);
   for (auto* v : {&q, &K, &V})
     for (auto& a : *v) a = n(rng);
-  causal_attention(q.data(), T, p0, K.data(), V.data(), heads, kvh, hd, 0.5f, out.data());
+  for (Isa isa : isas_here()) {
+  causal_attention(test::cpu_context(isa), q.data(), T, p0, K.data(), V.data(), heads, kvh, hd, 0.5f, out.data());
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t kh = h / 2, np = p0 + t + 1;
@@ -108,9 +111,10 @@ TEST(Attention, CausalGroupedQueryAgainstDouble) {
       for (int64_t d = 0; d < hd; ++d) {
         double o = 0;
         for (int64_t p = 0; p < np; ++p) o += s[p] / sum * V[(p * kvh + kh) * hd + d];
-        EXPECT_NEAR(out[(t * heads + h) * hd + d], o, 1e-5);
+        EXPECT_NEAR(out[(t * heads + h) * hd + d], o, 1e-5) << isa_name(isa);
       }
     }
+  }
 }
 
 // The model's shapes (16 heads on 2 kv heads of 256): against double, and a
@@ -123,9 +127,11 @@ TEST(Attention, RealShapesAgainstDoubleAndAlone) {
   for (auto* v : {&q, &K, &V})
     for (auto& a : *v) a = n(rng);
   const float scale = 1.f / 16.f;
-  causal_attention(q.data(), T, p0, K.data(), V.data(), heads, kvh, hd, scale, out.data());
-  causal_attention(q.data() + (T - 1) * heads * hd, 1, P - 1, K.data(), V.data(), heads, kvh, hd, scale, last.data());
-  EXPECT_TRUE(std::equal(last.begin(), last.end(), out.begin() + (T - 1) * heads * hd));
+  for (Isa isa : isas_here()) {
+  const CpuContext ctx = test::cpu_context(isa);
+  causal_attention(ctx, q.data(), T, p0, K.data(), V.data(), heads, kvh, hd, scale, out.data());
+  causal_attention(ctx, q.data() + (T - 1) * heads * hd, 1, P - 1, K.data(), V.data(), heads, kvh, hd, scale, last.data());
+  EXPECT_TRUE(std::equal(last.begin(), last.end(), out.begin() + (T - 1) * heads * hd)) << isa_name(isa);
   double worst = 0;
   for (int64_t t = 0; t < T; t += 5)
     for (int64_t h = 0; h < heads; ++h) {
@@ -144,7 +150,8 @@ TEST(Attention, RealShapesAgainstDoubleAndAlone) {
         worst = std::max(worst, std::abs(out[(t * heads + h) * hd + d] - o));
       }
     }
-  EXPECT_LT(worst, 1e-5);
+  EXPECT_LT(worst, 1e-5) << isa_name(isa);
+  }
 }
 
 TEST(Moe, RouteTakesTopKAndRenormalises) {
@@ -168,7 +175,8 @@ namespace {
 TEST(Matmul, FastEqualsReferenceOnAwkwardSizes) {
   std::mt19937 rng(9);
   std::normal_distribution<float> n(0.f, 1.f);
-  ThreadPool::set_threads(3);
+  for (Isa isa : isas_here()) {
+  const CpuContext ctx = test::cpu_context(isa, false, 3);
   for (int64_t R : {1, 37, 130})
     for (int64_t C : {64, 192}) {
       std::vector<float> w(R * C);
@@ -193,7 +201,7 @@ TEST(Matmul, FastEqualsReferenceOnAwkwardSizes) {
         for (int64_t T : {1, 3, 5, 17}) {
           std::vector<float> x(T * C), fast(T * R, NAN), ref(T * R);
           for (auto& a : x) a = n(rng);
-          matmul(x.data(), T, m, fast.data());
+          matmul(ctx, x.data(), T, m, fast.data());
           matmul_reference(x.data(), T, m, ref.data());
           // against the exact dot of the same weights, relative to the sum of |w x| (float rounding's scale)
           std::vector<float> row(C);
@@ -207,10 +215,10 @@ TEST(Matmul, FastEqualsReferenceOnAwkwardSizes) {
             }
           }
           EXPECT_LE(worst, 1e-6) << "R=" << R << " C=" << C << " T=" << T << " bits=" << m.bits
-                                 << " dtype=" << dtype_name(m.dtype);
+                                 << " dtype=" << dtype_name(m.dtype) << " at " << isa_name(isa);
         }
     }
-  ThreadPool::set_threads(2);
+  }
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {

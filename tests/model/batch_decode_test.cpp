@@ -5,7 +5,7 @@
 // prefix cache depend on both.
 #include <gtest/gtest.h>
 
-#include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/cpu/cpu_backend.h"
 #include "lily/error.h"
 #include "lily/io/mapped_file.h"
 #include "lily/model/qwen35moe.h"
@@ -15,7 +15,7 @@ namespace lily {
 namespace {
 
 // "NAME+int8": the fixture with int8 inputs for its 4/8-bit products (the
-// CLI's default where the CPU has VNNI; AMX for prompts where present).
+// CLI's default where the CPU has a kernel; AMX for prompts where present).
 std::string model_of(const std::string& param) { return param.substr(0, param.find('+')); }
 // MLX conversions share the reference prompts of the model they were made from.
 std::string reference_of(const std::string& param) {
@@ -27,15 +27,16 @@ class BatchDecode : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const bool int8 = GetParam().find("+int8") != std::string::npos;
-    if (int8 && !cpu::int8::enable(true)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+    if (int8 && cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "this CPU has no int8 kernel";
+    backend_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(cpu::best_isa(), int8));
   }
-  void TearDown() override { cpu::int8::enable(false); }
+  std::shared_ptr<Backend> backend_;
 };
 
 TEST_P(BatchDecode, EachRowEqualsItsOwnSingleStep) {
   auto model = Model::load(test::model_dir(model_of(GetParam())));
   const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
-  Qwen35MoeForward fwd(*model);
+  Qwen35MoeForward fwd(*model, backend_);
   // sequences at different positions, with different histories (one empty)
   std::vector<std::vector<int32_t>> prompts = {ref.prompts[5].tokens, ref.prompts[1].tokens, {}, ref.prompts[3].tokens};
   prompts[0].resize(77);
@@ -67,7 +68,7 @@ TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
   auto model = Model::load(test::model_dir(model_of(GetParam())));
   const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
   const auto& full = ref.prompts[5].tokens;  // 130 tokens
-  Qwen35MoeForward fwd(*model);
+  Qwen35MoeForward fwd(*model, backend_);
   for (size_t len : {65u, 66u, 69u, 130u}) {
     const std::vector<int32_t> prompt(full.begin(), full.begin() + len);
     SequenceState fresh = fwd.new_state(), resumed = fwd.new_state();
@@ -82,7 +83,7 @@ TEST_P(BatchDecode, AResumedPromptIsBitExactWhateverTheRest) {
 TEST_P(BatchDecode, PromptsPrefilledTogetherEqualEachAlone) {
   auto model = Model::load(test::model_dir(model_of(GetParam())));
   const auto ref = test::load_reference(test::model_dir(reference_of(GetParam())));
-  Qwen35MoeForward fwd(*model);
+  Qwen35MoeForward fwd(*model, backend_);
   const int64_t V = model->config().vocab_size;
   const auto& full = ref.prompts[5].tokens;  // 130 tokens
   // a fresh prompt, one resumed at 64, a one-token prompt, and a long one

@@ -28,7 +28,7 @@ QuantizedMatrix::QuantizedMatrix(const std::vector<float>& w, int64_t rows, int6
   const int64_t R = W.rows, C = W.cols, gs = W.group_size;
   std::vector<float> row(static_cast<size_t>(C));
   for (int64_t t = 0; t < T; ++t) {
-    const cpu::int8::Input in = cpu::int8::quantize_input(x + t * C, C, static_cast<int>(gs), false);
+    const cpu::int8::Input in = cpu::int8::quantize_input(cpu::best_isa(), x + t * C, C, static_cast<int>(gs), false);
     for (int64_t r = 0; r < R; ++r) {
       W.row_to_float(r, row.data());
       double exact = 0, mag = 0, bound = 0;

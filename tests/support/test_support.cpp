@@ -91,4 +91,12 @@ RunResult run_lily(const std::string& args, const std::string& input_file) {
   return r;
 }
 
+cpu::CpuContext cpu_context(cpu::Isa isa, bool int8, int threads) {
+  cpu::CpuOptions o;
+  o.isa = isa;
+  o.threads = threads;
+  o.int8 = int8 ? cpu::CpuOptions::Int8::On : cpu::CpuOptions::Int8::Off;
+  return cpu::make_cpu_context(o);
+}
+
 }  // namespace lily::test

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "lily/backend/cpu/cpu_context.h"
+
 namespace lily::test {
 
 std::string data_dir();                       // tests/data
@@ -51,5 +53,8 @@ struct RunResult {
 };
 // Runs the lily binary with `args` (shell-quoted by the caller), stdin from `input_file` or /dev/null.
 RunResult run_lily(const std::string& args, const std::string& input_file = "/dev/null");
+
+// A CPU context at `isa` (tests run each level this CPU has: cpu::isas_here()).
+cpu::CpuContext cpu_context(cpu::Isa isa, bool int8 = false, int threads = 2);
 
 }  // namespace lily::test

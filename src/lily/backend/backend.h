@@ -92,8 +92,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string describe() const = 0;
-  // The memory bandwidth the weights are read at, measured, in bytes/s; 0
-  // where the caller measures it itself (the CPU's is the host's).
+  // The memory bandwidth the weights are read at, measured now, in bytes/s
+  // (0 where it cannot be measured).
   virtual double read_bandwidth() { return 0; }
   // Bytes of the backend's own memory still free; 0 for the host's memory,
   // which the memory plan checks against its budget instead.

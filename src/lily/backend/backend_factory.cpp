@@ -18,8 +18,8 @@ bool device_available(Device device, std::string* why) {
 #endif
 }
 
-std::shared_ptr<Backend> make_backend(Device device) {
-  if (device == Device::Cpu) return std::make_shared<cpu::CpuBackend>();
+std::shared_ptr<Backend> make_backend(Device device, const cpu::CpuOptions& cpu) {
+  if (device == Device::Cpu) return std::make_shared<cpu::CpuBackend>(cpu::make_cpu_context(cpu));
 #ifdef LILY_HAVE_CUDA
   return cuda::make_backend(0);
 #else

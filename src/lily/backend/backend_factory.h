@@ -7,10 +7,12 @@
 #include <string>
 
 #include "lily/backend/backend.h"
+#include "lily/backend/cpu/cpu_context.h"
 
 namespace lily {
 
-std::shared_ptr<Backend> make_backend(Device device);
+// `cpu`: the CPU backend's options (ISA level, threads, int8), unused for a GPU.
+std::shared_ptr<Backend> make_backend(Device device, const cpu::CpuOptions& cpu = {});
 
 // Whether make_backend(device) can succeed here; `why` says why not.
 bool device_available(Device device, std::string* why = nullptr);

@@ -11,7 +11,7 @@
 
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/cli/commands.h"
-#include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/cpu/cpu_context.h"
 #include "lily/cli/device_flag.h"
 #include "lily/cli/generation_flags.h"
 #include "lily/io/mapped_file.h"
@@ -39,7 +39,6 @@ Command add_bench_command(CLI::App& app) {
   struct Opts {
     std::string model, contexts = "256,512,1024,2048,4096", json;
     int64_t decode_steps = 64, child = 0;
-    int threads = 0;
     CpuFlags cpu;
     DeviceFlag device;
   };
@@ -48,27 +47,25 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--model", o->model, "model directory")->required();
   sub->add_option("--contexts", o->contexts, "comma-separated prompt lengths");
   sub->add_option("--decode-steps", o->decode_steps, "measured decode steps")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", o->threads, "worker threads (default: all hardware threads)");
   sub->add_option("--json", o->json, "write the full report here");
   o->cpu.add_to(sub);
   o->device.add_to(sub);
   sub->add_option("--child", o->child, "run one configuration in this process (used by bench itself)")->group("");
   return {sub, [o]() {
-            if (o->threads > 0) cpu::ThreadPool::set_threads(o->threads);
             o->cpu.apply();
-            const int threads = cpu::ThreadPool::global().size();
             if (o->child > 0) {
               auto model = Model::load(o->model);
-              auto backend = o->device.backend();
+              auto backend = o->device.backend(&o->cpu);
               nlohmann::json r = run_bench(*model, o->child, o->decode_steps, backend).to_json();
               // measured here, right after the decode it is the roofline of: on a
               // shared machine the bandwidth one gets moves from minute to minute
-              const double device_bw = backend->read_bandwidth();
-              r["read_bandwidth_gb_s"] = (device_bw > 0 ? device_bw : measure_read_bandwidth(size_t{1} << 30, 5)) / 1e9;
+              r["read_bandwidth_gb_s"] = backend->read_bandwidth() / 1e9;
               r["device"] = backend->describe();
               std::cout << r.dump() << "\n";
               return 0;
             }
+            const cpu::CpuContext cpu_context = cpu::make_cpu_context(o->cpu.options());  // what the children run
+            const int threads = cpu_context.threads().size();
             set_residency(Residency::Mapped);  // this process only reads the sizes
             std::vector<int64_t> contexts;
             for (int32_t c : parse_token_list(o->contexts)) {
@@ -79,7 +76,8 @@ Command add_bench_command(CLI::App& app) {
             nlohmann::json report = {{"schema_version", 1},
                                      {"model", o->model},
                                      {"threads", threads},
-                                     {"int8_activations", cpu::int8::enabled()},
+                                     {"int8_activations", cpu_context.int8},
+                                     {"cpu_isa", cpu::isa_name(cpu_context.isa)},
                                      {"no_mmap", o->cpu.no_mmap},
                                      {"weight_bytes", model->report().weight_bytes},
                                      {"results", nlohmann::json::array()}};
@@ -90,7 +88,7 @@ Command add_bench_command(CLI::App& app) {
             for (int64_t ctx : contexts) {
               const std::string cmd = quote(self_path()) + " bench --model " + quote(o->model) + " --child " +
                                       std::to_string(ctx) + " --decode-steps " + std::to_string(o->decode_steps) +
-                                      " --threads " + std::to_string(threads) + o->cpu.as_args() +
+                                      o->cpu.as_args() +
                                       o->device.as_args();
               std::FILE* p = ::popen(cmd.c_str(), "r");
               if (!p) throw Error("cannot start a benchmark process");

@@ -56,14 +56,14 @@ Command add_chat_command(CLI::App& app) {
   o->gen.add_to(sub);
   device->add_to(sub);
   return {sub, [o, device]() {
-            auto engine = Engine::load(o->model.empty() ? default_model() : o->model, device->backend());
+            o->gen.cpu.apply();
+            auto engine = Engine::load(o->model.empty() ? default_model() : o->model, device->backend(&o->gen.cpu));
             struct sigaction sa {};
             sa.sa_handler = on_sigint;
             sigemptyset(&sa.sa_mask);
             sa.sa_flags = 0;  // no SA_RESTART: Ctrl-C interrupts a blocking read
             sigaction(SIGINT, &sa, nullptr);
             const bool tty = ::isatty(STDIN_FILENO) != 0;
-            o->gen.cpu.apply();
             const SamplingParams sampling = o->gen.sampling(*engine);
             const int64_t ctx = o->gen.context > 0 ? o->gen.context : engine->model().config().max_position_embeddings;
             o->gen.check_memory(*engine, ctx, std::min<int64_t>(ctx, 4096));

@@ -34,7 +34,8 @@ Command add_run_command(CLI::App& app) {
             std::error_code ec;
             if (o->args.size() == 1 && std::filesystem::is_directory(prompt, ec))
               throw Error("'" + prompt + "' is a directory, not a prompt: give the prompt after the model (lily run MODEL \"PROMPT\")");
-            auto engine = Engine::load(model, device->backend());
+            o->gen.cpu.apply();
+            auto engine = Engine::load(model, device->backend(&o->gen.cpu));
             ChatRequest req;
             if (!o->gen.system.empty()) req.messages.push_back({{"role", "system"}, {"content", o->gen.system}});
             req.messages.push_back({{"role", "user"}, {"content", prompt}});
@@ -49,7 +50,6 @@ Command add_run_command(CLI::App& app) {
                           std::to_string(ctx) + " tokens");
             o->gen.check_memory(*engine, static_cast<int64_t>(g.prompt.size()) + o->gen.max_tokens,
                                 static_cast<int64_t>(g.prompt.size()));
-            o->gen.cpu.apply();
             g.sampling = o->gen.sampling(*engine);
             g.max_tokens = o->gen.max_tokens;
             g.stop = o->gen.stop;

@@ -116,7 +116,7 @@ Command add_serve_command(CLI::App& app) {
             std::signal(SIGPIPE, SIG_IGN);
             srv.run(
                 [&](server::ServerOptions& opt) {
-                  auto engine = Engine::load(model, device->backend());
+                  auto engine = Engine::load(model, device->backend(&o->cpu));
                   opt.resolve_context(engine->model().config());  // the memory plan needs it before the server starts
                   plan_server_memory(*engine, opt, budget);
                   return engine;

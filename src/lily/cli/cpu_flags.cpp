@@ -1,6 +1,6 @@
 #include "lily/cli/cpu_flags.h"
 
-#include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/cpu/thread_pool.h"
 #include "lily/error.h"
 #include "lily/io/mapped_file.h"
 
@@ -15,24 +15,44 @@ void CpuFlags::add_to(CLI::App* app) {
   app->add_flag("--no-mmap", no_mmap,
                 "read the weights into memory of their own (huge pages) instead of mapping the files: "
                 "slower to load, faster to decode");
+  app->add_option("--threads", threads, "CPU worker threads (default: all hardware threads)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--cpu-isa", isa,
+                  "CPU kernels to use: portable, avx2, avx512, avx512vnni or amx (default: LILY_CPU_ISA, else the "
+                  "best this CPU has)");
+}
+
+cpu::CpuOptions CpuFlags::options() const {
+  if (int8_activations && float_activations) throw Error("--int8-activations and --float-activations exclude each other");
+  cpu::CpuOptions o;
+  o.threads = threads;
+  if (!isa.empty()) {
+    o.isa = cpu::parse_isa(isa);
+    if (!o.isa) throw Error("--cpu-isa " + isa + ": not one of portable, avx2, avx512, avx512vnni, amx");
+  }
+  o.int8 = int8_activations ? cpu::CpuOptions::Int8::On
+           : float_activations ? cpu::CpuOptions::Int8::Off
+                               : cpu::CpuOptions::Int8::Auto;
+  return o;
 }
 
 void CpuFlags::apply() const {
-  if (int8_activations && float_activations) throw Error("--int8-activations and --float-activations exclude each other");
-  if (int8_activations && !cpu::int8::enable(true))
-    throw Error("--int8-activations needs a CPU with AVX2 (and FMA, F16C) or AVX-512 VNNI; this one has neither");
-  if (!int8_activations) cpu::int8::enable(!float_activations && cpu::int8::available());
+  (void)options();  // the flags' own errors before anything loads
   set_residency(no_mmap ? Residency::Owned : Residency::Mapped);
 }
 
 std::string CpuFlags::as_args() const {
-  return std::string(cpu::int8::enabled() ? " --int8-activations" : " --float-activations") +
-         (no_mmap ? " --no-mmap" : "");
+  std::string a;
+  if (int8_activations) a += " --int8-activations";
+  if (float_activations) a += " --float-activations";
+  if (no_mmap) a += " --no-mmap";
+  if (threads > 0) a += " --threads " + std::to_string(threads);
+  if (!isa.empty()) a += " --cpu-isa " + isa;
+  return a;
 }
 
 std::string CpuFlags::describe() const {
-  return std::string(cpu::int8::enabled() ? "int8 activations" : "float activations") +
-         (no_mmap ? "; weights read into memory (--no-mmap)" : "");
+  return cpu::make_cpu_context(options()).describe() + (no_mmap ? "; weights read into memory (--no-mmap)" : "");
 }
 
 }  // namespace lily::cli

@@ -1,9 +1,13 @@
-// Command-line flags that choose how the CPU backend holds and multiplies
-// the weights, shared by every command that runs the model.
+// Command-line flags that choose how the CPU backend runs: its threads, its
+// instruction-set level, whether 4- and 8-bit products round their inputs to
+// int8, and how the weights are held. Shared by every command that runs the
+// model; the choices become the CPU backend's context (cpu::CpuContext).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
+
+#include "lily/backend/cpu/cpu_context.h"
 
 namespace lily::cli {
 
@@ -16,14 +20,17 @@ struct CpuFlags {
   bool int8_activations = false;   // --int8-activations: insist (an error without a kernel)
   bool float_activations = false;  // --float-activations
   bool no_mmap = false;            // --no-mmap
+  int threads = 0;                 // --threads (0: every hardware thread)
+  std::string isa;                 // --cpu-isa (empty: LILY_CPU_ISA, else the best the CPU has)
 
   void add_to(CLI::App* app);
-  // Applies the choices process-wide; throws lily::Error when this CPU cannot
-  // take them (int8 activations without AVX-512 VNNI).
+  // The CPU backend's options; throws lily::Error for flags that exclude each other.
+  cpu::CpuOptions options() const;
+  // Applies what is process-wide (how weights are held); call before loading.
   void apply() const;
-  // The choices in effect (after apply) as command-line arguments for a child process, with a leading space.
+  // The flags as given, as command-line arguments for a child process, with a leading space.
   std::string as_args() const;
-  // The choices in effect (after apply), e.g. "int8 activations; weights read into memory (--no-mmap)".
+  // What these flags choose on this CPU, e.g. "avx512vnni, 2 threads, int8 activations; weights read into memory (--no-mmap)".
   std::string describe() const;
 };
 

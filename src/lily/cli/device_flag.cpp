@@ -11,6 +11,8 @@ void DeviceFlag::add_to(CLI::App* app) {
 
 Device DeviceFlag::device() const { return parse_device(name); }
 
-std::shared_ptr<Backend> DeviceFlag::backend() const { return make_backend(device()); }
+std::shared_ptr<Backend> DeviceFlag::backend(const CpuFlags* cpu) const {
+  return make_backend(device(), cpu ? cpu->options() : cpu::CpuOptions{});
+}
 
 }  // namespace lily::cli

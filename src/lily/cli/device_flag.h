@@ -7,6 +7,7 @@
 #include <string>
 
 #include "lily/backend/backend.h"
+#include "lily/cli/cpu_flags.h"
 
 namespace lily::cli {
 
@@ -15,8 +16,9 @@ struct DeviceFlag {
 
   void add_to(CLI::App* app);
   Device device() const;
-  // The backend; a clear error where the device is missing.
-  std::shared_ptr<Backend> backend() const;
+  // The backend; a clear error where the device is missing. The CPU backend
+  // runs under `cpu`'s choices (the defaults when null).
+  std::shared_ptr<Backend> backend(const CpuFlags* cpu = nullptr) const;
   std::string as_args() const { return " --device " + name; }
 };
 

@@ -29,11 +29,8 @@ float scale_at(const void* p, DType t, int64_t i) {
 }
 }  // namespace
 
-// Prompts dequantize every row they use, so this loop is compiled for the
-// wide vector units too and picked at run time.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+// The plain form; the CPU kernels have their own, compiled per vector width
+// (kernels::dequantize_row), which the tests hold to this one.
 void dequantize_row(const uint8_t* packed, const void* scales, const void* biases, DType st, int64_t cols, int bits,
                     int group_size, float* out) {
   for (int64_t g = 0; g < cols / group_size; ++g) {

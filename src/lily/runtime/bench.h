@@ -33,7 +33,4 @@ std::vector<int32_t> bench_prompt(int64_t length, int64_t vocab);
 BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps,
                       std::shared_ptr<Backend> backend = nullptr);
 
-// Sustained read bandwidth of this machine in bytes/s, over all pool threads (best of `repeats`).
-double measure_read_bandwidth(size_t bytes, int repeats);
-
 }  // namespace lily

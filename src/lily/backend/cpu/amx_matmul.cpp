@@ -8,13 +8,11 @@
 #include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/thread_pool.h"
+#include "lily/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #define LILY_AMX_BUILD 1
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 // GCC 12 reports its own AVX-512 intrinsics (the undefined pass-through
@@ -27,21 +25,6 @@ namespace lily::cpu::amx {
 bool supports(const Matrix& W) { return int8::packed_format(W) && W.cols % W.group_size == 0; }
 
 #if LILY_AMX_BUILD
-
-bool available() {
-  static const bool ok = [] {
-    if (kernels::isa_cap() != kernels::IsaCap::None) return false;  // capped below AVX-512
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool tile = d & (1u << 24), int8 = d & (1u << 25);
-    const bool avx512 = (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));  // F, BW, VL
-    if (!tile || !int8 || !avx512) return false;
-    // Linux hands out the 8 KiB tile register state only to processes that ask.
-    constexpr long kRequestPermission = 0x1023, kTileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
-    return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
-  }();
-  return ok;
-}
 
 namespace {
 constexpr int64_t kTile = 16;    // tokens per B tile, weight rows per A tile
@@ -57,7 +40,7 @@ struct TileInputs {
   std::vector<float> step, sum;      // [token tile][group][16 tokens]; zero for padding tokens
 };
 
-TileInputs tile_inputs(const float* x, int64_t T, const Matrix& W) {
+TileInputs tile_inputs(Isa isa, const float* x, int64_t T, const Matrix& W) {
   const int64_t K = W.cols, gs = W.group_size;
   TileInputs a;
   a.token_tiles = (T + kTile - 1) / kTile;
@@ -68,7 +51,7 @@ TileInputs tile_inputs(const float* x, int64_t T, const Matrix& W) {
   a.sum.assign(a.step.size(), 0.f);
   int8_t ordered[kDepth];
   for (int64_t t = 0; t < T; ++t) {
-    const int8::Input in = int8::quantize_input(x + t * K, K, static_cast<int>(gs), W.bits == 4);
+    const int8::Input in = int8::quantize_input(isa, x + t * K, K, static_cast<int>(gs), W.bits == 4);
     const int64_t tt = t / kTile, lane = t % kTile;
     for (int64_t g = 0; g < a.groups; ++g) {
       a.step[(tt * a.groups + g) * kTile + lane] = in.step[g];
@@ -147,7 +130,7 @@ LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_
       }
       std::memcpy(dst, src, static_cast<size_t>(K));
     }
-    scales_to_float(W, r, wscale + i * G, wbias + i * G);
+    scales_to_float(Isa::Amx, W, r, wscale + i * G, wbias + i * G);
   }
   alignas(64) int32_t sums[kTile * kTile];
   alignas(64) float out[kTile];
@@ -179,10 +162,11 @@ LILY_AMX void row_block(const TileInputs& a, const Matrix& W, int64_t n0, int64_
 }
 }  // namespace
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
-  const TileInputs a = tile_inputs(x, T, W);
+void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, float* y) {
+  if (!ctx.amx()) throw Error("amx::matmul: the context does not allow AMX tiles");
+  const TileInputs a = tile_inputs(ctx.isa, x, T, W);
   const int64_t blocks = (W.rows + kTile - 1) / kTile;
-  ThreadPool::global().parallel_for(blocks, 1, [&](int64_t b, int64_t e) {
+  ctx.threads().parallel_for(blocks, 1, [&](int64_t b, int64_t e) {
     configure_tiles();
     std::vector<uint8_t> rows(static_cast<size_t>(kTile * W.cols));
     std::vector<float> wscale(static_cast<size_t>(kTile * a.groups)), wbias(wscale.size());
@@ -195,8 +179,9 @@ void matmul(const float* x, int64_t T, const Matrix& W, float* y) {
 
 #else  // no AMX in this build
 
-bool available() { return false; }
-void matmul(const float*, int64_t, const Matrix&, float*) {}
+void matmul(const CpuContext&, const float*, int64_t, const Matrix&, float*) {
+  throw Error("amx::matmul: this build has no AMX kernels");
+}
 
 #endif
 

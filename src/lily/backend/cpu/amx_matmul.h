@@ -19,16 +19,16 @@
 
 #include <cstdint>
 
+#include "lily/backend/cpu/cpu_context.h"
 #include "lily/backend/tensor.h"
 
 namespace lily::cpu::amx {
 
-// The CPU has AMX-TILE and AMX-INT8 and the kernel granted this process the tile state.
-bool available();
 // A matrix the path takes: int8::packed_format, whole groups a row.
 bool supports(const Matrix& W);
 
 // y[t, r] = W row r . x[t] for T tokens, as cpu::matmul (the rows split over the pool).
-void matmul(const float* x, int64_t T, const Matrix& W, float* y);
+// Only for a context whose amx() holds (Isa::Amx with int8 on).
+void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, float* y);
 
 }  // namespace lily::cpu::amx

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "lily/backend/cpu/isa_variants.h"
 #include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/thread_pool.h"
 
@@ -36,10 +37,7 @@ namespace {
 // first n cached positions. Scores come from 4 x 4 tiles of dot products
 // (four heads by four keys, each loaded row met four times); each cached
 // value row is then read once for all the heads.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#endif
-void attend_group(const float* q, int64_t group, int64_t n, const float* K, const float* V, int64_t stride,
+LILY_ISA_BODY void attend_group_body(Isa isa, const float* q, int64_t group, int64_t n, const float* K, const float* V, int64_t stride,
                   int64_t hd, float scale, float* scores, float* out) {
   for (int64_t h0 = 0; h0 < group; h0 += 4) {
     const float* qs[4];
@@ -48,7 +46,7 @@ void attend_group(const float* q, int64_t group, int64_t n, const float* K, cons
       const float* ks[4];
       for (int64_t j = 0; j < 4; ++j) ks[j] = K + std::min(p0 + j, n - 1) * stride;
       float tile[4][4];
-      kernels::dot4x4(qs, ks, hd, tile);
+      kernels::dot4x4(isa, qs, ks, hd, tile);
       for (int64_t i = 0; i < std::min<int64_t>(4, group - h0); ++i)
         for (int64_t j = 0; j < std::min<int64_t>(4, n - p0); ++j) scores[(h0 + i) * n + p0 + j] = tile[i][j] * scale;
     }
@@ -72,17 +70,27 @@ void attend_group(const float* q, int64_t group, int64_t n, const float* K, cons
     }
   }
 }
+
+LILY_ISA_VARIANTS("avx2,fma,f16c", void, attend_group,
+                  (Isa isa, const float* q, int64_t group, int64_t n, const float* K, const float* V, int64_t stride,
+                   int64_t hd, float scale, float* scores, float* out),
+                  (isa, q, group, n, K, V, stride, hd, scale, scores, out))
+
+void attend(Isa isa, const float* q, int64_t group, int64_t n, const float* K, const float* V, int64_t stride,
+            int64_t hd, float scale, float* scores, float* out) {
+  LILY_ISA_DISPATCH(isa, attend_group, (isa, q, group, n, K, V, stride, hd, scale, scores, out));
+}
 }  // namespace
 
-void causal_attention(const float* q, int64_t T, int64_t p0, const float* K, const float* V, int64_t heads,
+void causal_attention(const CpuContext& ctx, const float* q, int64_t T, int64_t p0, const float* K, const float* V, int64_t heads,
                       int64_t kv_heads, int64_t hd, float scale, float* out) {
   const int64_t group = heads / kv_heads;
   // every (query position, kv head) pair is independent: split them over the pool
-  ThreadPool::global().parallel_for(T * kv_heads, 1, [&](int64_t b, int64_t e) {
+  ctx.threads().parallel_for(T * kv_heads, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores(static_cast<size_t>(group * (p0 + T)));
     for (int64_t j = b; j < e; ++j) {
       const int64_t t = j / kv_heads, kh = j % kv_heads;
-      attend_group(q + (t * heads + kh * group) * hd, group, p0 + t + 1, K + kh * hd, V + kh * hd, kv_heads * hd, hd,
+      attend(ctx.isa, q + (t * heads + kh * group) * hd, group, p0 + t + 1, K + kh * hd, V + kh * hd, kv_heads * hd, hd,
                    scale, scores.data(), out + (t * heads + kh * group) * hd);
     }
   });

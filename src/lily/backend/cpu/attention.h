@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "lily/backend/cpu/cpu_context.h"
+
 namespace lily::cpu {
 
 // inv_freq[i] = 1 / theta^(2i / rotary_dim), computed in float as transformers does.
@@ -15,7 +17,7 @@ void apply_rope(float* x, int64_t heads, int64_t head_dim, int64_t rotary_dim, c
 
 // out[t, h] = softmax(q[t, h] . K[0..p0+t, h/group]^T * scale) V, for T queries at
 // positions p0..p0+T-1. q, out: [T, heads, head_dim]; K, V: [positions, kv_heads, head_dim].
-void causal_attention(const float* q, int64_t T, int64_t p0, const float* K, const float* V, int64_t heads,
+void causal_attention(const CpuContext& ctx, const float* q, int64_t T, int64_t p0, const float* K, const float* V, int64_t heads,
                       int64_t kv_heads, int64_t head_dim, float scale, float* out);
 
 }  // namespace lily::cpu

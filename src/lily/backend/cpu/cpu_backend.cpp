@@ -9,6 +9,7 @@
 #include "lily/backend/cpu/gated_delta.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/moe.h"
+#include "lily/backend/cpu/read_bandwidth.h"
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/error.h"
 
@@ -51,9 +52,15 @@ size_t CpuState::bytes() const {
   return n;
 }
 
-std::string CpuBackend::describe() const {
-  return "cpu (" + std::to_string(ThreadPool::global().size()) + " threads)";
+CpuBackend::CpuBackend() : CpuBackend(make_cpu_context()) {}
+
+CpuBackend::CpuBackend(CpuContext context) : ctx_(std::move(context)) {
+  if (!ctx_.pool) throw Error("CpuBackend: the context has no thread pool");
 }
+
+std::string CpuBackend::describe() const { return "cpu (" + ctx_.describe() + ")"; }
+
+double CpuBackend::read_bandwidth() { return measure_read_bandwidth(ctx_.threads(), size_t{1} << 30, 5); }
 
 std::unique_ptr<StateStorage> CpuBackend::new_state(const StateLayout& layout) {
   return std::make_unique<CpuState>(layout);
@@ -80,7 +87,7 @@ std::vector<float> CpuBackend::to_host(const Tensor& t) { return std::vector<flo
 
 Tensor CpuBackend::embed(const Matrix& table, std::span<const int32_t> ids) {
   Tensor x = tensor(static_cast<int64_t>(ids.size()), table.cols);
-  gather_rows(table, ids.data(), x.rows, x.f32());
+  gather_rows(ctx_.isa, table, ids.data(), x.rows, x.f32());
   return x;
 }
 
@@ -103,24 +110,24 @@ void CpuBackend::add(Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::matmul(const Tensor& x, const Matrix& w, Tensor& y, RowKind kind) {
-  cpu::matmul(x.f32(), x.rows, w, y.f32(), rows_of(kind));
+  cpu::matmul(ctx_, x.f32(), x.rows, w, y.f32(), rows_of(kind));
 }
 
 void CpuBackend::matmul_batch(std::span<const MatmulJob> jobs, RowKind kind) {
   std::vector<Product> products;
   for (const MatmulJob& j : jobs) products.push_back({j.x->f32(), j.w, j.y->f32()});
-  if (!jobs.empty()) cpu::matmul_batch(products, jobs[0].x->rows, rows_of(kind));
+  if (!jobs.empty()) cpu::matmul_batch(ctx_, products, jobs[0].x->rows, rows_of(kind));
 }
 
 void CpuBackend::moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind kind) {
-  moe_block(x.f32(), x.rows, w, k, y.f32(), rows_of(kind), route_log_);
+  moe_block(ctx_, x.f32(), x.rows, w, k, y.f32(), rows_of(kind), route_log_);
 }
 
 void CpuBackend::conv_silu(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& x, const Vector& w,
                            const DeltaShape& s, Tensor& y) {
   const int64_t C = x.cols;
   for (const SeqSlice& q : seqs)
-    causal_conv_silu(x.f32() + q.row * C, q.rows, C, w.data(), s.conv_kernel, state_of(q).layer(layer).conv.data(),
+    causal_conv_silu(ctx_, x.f32() + q.row * C, q.rows, C, w.data(), s.conv_kernel, state_of(q).layer(layer).conv.data(),
                      y.f32() + q.row * C);
 }
 
@@ -152,7 +159,7 @@ void CpuBackend::delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const
   const float *m = mixed.f32(), *a = decay.f32(), *b = beta.f32();
   float* o = out.f32();
   // heads of every sequence are independent: each owns its state and its slice of the output
-  ThreadPool::global().parallel_for(S * Hv, 1, [&](int64_t j0, int64_t j1) {
+  ctx_.threads().parallel_for(S * Hv, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       const SeqSlice& q = seqs[j / Hv];
       const int64_t hv = j % Hv, hk = hv / group, r = q.row;
@@ -161,9 +168,9 @@ void CpuBackend::delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const
       float* state = state_of(q).layer(layer).recurrent.data() + hv * dk * dv;
       float* dst = o + r * VD + hv * dv;
       if (kind == RowKind::Tokens)
-        gated_delta_recurrent(in, q.rows, dk, dv, state, dst, VD);
+        gated_delta_recurrent(ctx_.isa, in, q.rows, dk, dv, state, dst, VD);
       else
-        gated_delta_chunked(in, q.rows, dk, dv, s.chunk, s.chunk - q.position % s.chunk, state, dst, VD);
+        gated_delta_chunked(ctx_.isa, in, q.rows, dk, dv, s.chunk, s.chunk - q.position % s.chunk, state, dst, VD);
     }
   });
 }
@@ -207,7 +214,7 @@ void CpuBackend::attention(int64_t layer, std::span<const SeqSlice> seqs, const 
     const float *kr = k.f32() + sq.row * nkv * hd, *vr = v.f32() + sq.row * nkv * hd;
     st.keys.insert(st.keys.end(), kr, kr + sq.rows * nkv * hd);
     st.values.insert(st.values.end(), vr, vr + sq.rows * nkv * hd);
-    causal_attention(q.f32() + sq.row * nh * hd, sq.rows, sq.position, st.keys.data(), st.values.data(), nh, nkv, hd,
+    causal_attention(ctx_, q.f32() + sq.row * nh * hd, sq.rows, sq.position, st.keys.data(), st.values.data(), nh, nkv, hd,
                      1.0f / std::sqrt(static_cast<float>(hd)), out.f32() + sq.row * nh * hd);
   }
 }

@@ -1,5 +1,6 @@
 // The CPU backend: fp32 activations in host memory, weights read in place
-// from the mapped checkpoint, the kernels of backend/cpu on the thread pool.
+// from the mapped checkpoint, the kernels of backend/cpu run under the
+// backend's own context (ISA level, thread pool, int8 choice).
 // It is the reference every other backend is tested against.
 #pragma once
 
@@ -10,13 +11,20 @@
 #include <vector>
 
 #include "lily/backend/backend.h"
+#include "lily/backend/cpu/cpu_context.h"
 
 namespace lily::cpu {
 
 class CpuBackend : public Backend {
  public:
+  // The default context: the best ISA (or LILY_CPU_ISA), every hardware thread, float activations.
+  CpuBackend();
+  explicit CpuBackend(CpuContext context);
+  const CpuContext& context() const { return ctx_; }
+
   Device device() const override { return Device::Cpu; }
   std::string describe() const override;
+  double read_bandwidth() override;
 
   Matrix bind(const Matrix& host) override { return host; }
   Vector bind(const Vector& host) override { return host; }
@@ -51,6 +59,7 @@ class CpuBackend : public Backend {
  private:
   const std::vector<float>& inv_freq(double theta, int64_t rotary_dim);
 
+  CpuContext ctx_;
   std::mutex mu_;
   std::map<std::pair<double, int64_t>, std::vector<float>> inv_freq_;
 };

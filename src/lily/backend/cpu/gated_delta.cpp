@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lily/backend/cpu/elementwise.h"
+#include "lily/backend/cpu/isa_variants.h"
 #include "lily/backend/cpu/thread_pool.h"
 
 namespace lily::cpu {
@@ -13,10 +14,7 @@ namespace lily::cpu {
 namespace {
 // Channels [c0, c1) of causal_conv_silu: every channel is independent, so
 // ranges of them run on different threads. Vectorised across channels.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#endif
-void conv_channels(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y,
+LILY_ISA_BODY void conv_channels_body(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y,
                    int64_t c0, int64_t c1) {
   const int64_t hist = K - 1;
   // row r of [state rows ; x rows] is the input at time r - hist
@@ -37,16 +35,8 @@ void conv_channels(const float* x, int64_t T, int64_t C, const float* w, int64_t
   for (int64_t r = 0; r < hist; ++r) std::copy(row(T + r) + c0, row(T + r) + c1, next.begin() + r * (c1 - c0));
   for (int64_t r = 0; r < hist; ++r) std::copy(next.begin() + r * (c1 - c0), next.begin() + (r + 1) * (c1 - c0), state + r * C + c0);
 }
-}  // namespace
 
-void causal_conv_silu(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y) {
-  ThreadPool::global().parallel_for(C, 1024, [&](int64_t c0, int64_t c1) { conv_channels(x, T, C, w, K, state, y, c0, c1); });
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#endif
-void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* S, float* out,
+LILY_ISA_BODY void recurrent_body(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* S, float* out,
                            int64_t out_stride) {
   std::vector<float> d(static_cast<size_t>(dv));
   for (int64_t t = 0; t < T; ++t) {
@@ -81,11 +71,10 @@ void gated_delta_recurrent(const DeltaHeadInputs& in, int64_t T, int64_t dk, int
   }
 }
 
-namespace {
 // out[j] = x . KT[:, j] for j < L, KT holding a chunk's keys as columns
 // ([dk, ld]): one row of a chunk's Q K^T or K K^T, summed over the key
 // dimension in order, vectorised across the chunk's tokens.
-inline void row_times_keys(const float* x, const float* KT, int64_t dk, int64_t L, int64_t ld, float* out) {
+LILY_ISA_BODY void row_times_keys(const float* x, const float* KT, int64_t dk, int64_t L, int64_t ld, float* out) {
   for (int64_t j = 0; j < L; ++j) out[j] = 0.f;
   for (int64_t a = 0; a < dk; ++a) {
     const float xa = x[a];
@@ -94,15 +83,9 @@ inline void row_times_keys(const float* x, const float* KT, int64_t dk, int64_t 
     for (int64_t j = 0; j < L; ++j) out[j] += xa * col[j];
   }
 }
-}  // namespace
 
-// Compiled for AVX-512, AVX2 and baseline and picked at run time: the
-// project builds for baseline x86-64, and this is a prompt's largest
-// arithmetic after the matrix products.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#endif
-void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+// The chunked form is a prompt's largest arithmetic after the matrix products.
+LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
                          int64_t first_chunk, float* S, float* out, int64_t out_stride) {
   std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), qs(dv);
   std::vector<float> KT(dk * chunk), dots(chunk);
@@ -176,6 +159,41 @@ void gated_delta_chunked(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64
       }
     }
   }
+}
+
+// FMA contraction allowed at AVX2, as at AVX-512.
+LILY_ISA_VARIANTS("avx2,fma,f16c", void, conv_channels,
+                  (const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y, int64_t c0,
+                   int64_t c1),
+                  (x, T, C, w, K, state, y, c0, c1))
+LILY_ISA_VARIANTS("avx2,fma,f16c", void, recurrent,
+                  (const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* S, float* out,
+                   int64_t out_stride),
+                  (in, T, dk, dv, S, out, out_stride))
+LILY_ISA_VARIANTS("avx2,fma,f16c", void, chunked,
+                  (const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk, int64_t first_chunk,
+                   float* S, float* out, int64_t out_stride),
+                  (in, T, dk, dv, chunk, first_chunk, S, out, out_stride))
+
+void conv_range(Isa isa, const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y,
+                int64_t c0, int64_t c1) {
+  LILY_ISA_DISPATCH(isa, conv_channels, (x, T, C, w, K, state, y, c0, c1));
+}
+}  // namespace
+
+void causal_conv_silu(const CpuContext& ctx, const float* x, int64_t T, int64_t C, const float* w, int64_t K,
+                      float* state, float* y) {
+  ctx.threads().parallel_for(C, 1024, [&](int64_t c0, int64_t c1) { conv_range(ctx.isa, x, T, C, w, K, state, y, c0, c1); });
+}
+
+void gated_delta_recurrent(Isa isa, const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, float* S,
+                           float* out, int64_t out_stride) {
+  LILY_ISA_DISPATCH(isa, recurrent, (in, T, dk, dv, S, out, out_stride));
+}
+
+void gated_delta_chunked(Isa isa, const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+                         int64_t first_chunk, float* S, float* out, int64_t out_stride) {
+  LILY_ISA_DISPATCH(isa, chunked, (in, T, dk, dv, chunk, first_chunk, S, out, out_stride));
 }
 
 }  // namespace lily::cpu

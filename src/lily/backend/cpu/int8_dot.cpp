@@ -1,13 +1,13 @@
 #include "lily/backend/cpu/int8_dot.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
+#include "lily/backend/cpu/isa_variants.h"
+#include "lily/error.h"
 #include "lily/io/dtype.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -18,53 +18,10 @@
 
 namespace lily::cpu::int8 {
 
-namespace {
-std::atomic<bool> g_enabled{false};
-
-bool supported(Kernel k) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (k == Kernel::Vnni)
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-  // F16C from CPUID itself: clang's __builtin_cpu_supports does not know the name.
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-#else
-  (void)k;
-  return false;
-#endif
+Kernel kernel_for(Isa isa) {
+  if (isa >= Isa::Avx512Vnni) return Kernel::Vnni;
+  return isa >= Isa::Avx2 ? Kernel::Avx2 : Kernel::None;
 }
-
-// The best this CPU has, under the LILY_CPU_ISA cap the float kernels also follow.
-Kernel best_kernel() {
-  const kernels::IsaCap cap = kernels::isa_cap();
-  if (cap == kernels::IsaCap::Portable) return Kernel::None;
-  if (cap != kernels::IsaCap::Avx2 && supported(Kernel::Vnni)) return Kernel::Vnni;
-  return supported(Kernel::Avx2) ? Kernel::Avx2 : Kernel::None;
-}
-
-std::atomic<Kernel> g_kernel{best_kernel()};
-}  // namespace
-
-bool available() { return g_kernel.load() != Kernel::None; }
-
-Kernel kernel() { return g_kernel.load(); }
-
-bool use_kernel(Kernel k) {
-  if (k == Kernel::None || !supported(k)) return false;
-  g_kernel = k;
-  return true;
-}
-
-bool enable(bool on) {
-  if (on && !available()) return false;
-  g_enabled = on;
-  return true;
-}
-
-bool enabled() { return g_enabled; }
 
 bool packed_format(const Matrix& W) {
   const bool scales_ok = W.scale_dtype == DType::BF16 || W.scale_dtype == DType::F16 || W.scale_dtype == DType::F32;
@@ -77,7 +34,7 @@ bool supports(const Matrix& W) {
 
 namespace {
 // Rounds one group: q = round-to-nearest-even(x / step), with step = max |x| / 127.
-inline float group_step(const float* xg, int gs, float* sum) {
+LILY_ISA_BODY float group_step(const float* xg, int gs, float* sum) {
   float amax = 0.f, s = 0.f;
 #pragma omp simd reduction(max : amax) reduction(+ : s)
   for (int j = 0; j < gs; ++j) {
@@ -87,12 +44,8 @@ inline float group_step(const float* xg, int gs, float* sum) {
   *sum = s;
   return amax / 127.f;
 }
-}  // namespace
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-Input quantize_input(const float* x, int64_t cols, int gs, bool split) {
+LILY_ISA_BODY Input quantize_input_body(const float* x, int64_t cols, int gs, bool split) {
   const int64_t groups = cols / gs;
   Input in;
   in.q.resize(static_cast<size_t>(cols));
@@ -118,6 +71,13 @@ Input quantize_input(const float* x, int64_t cols, int gs, bool split) {
     }
   }
   return in;
+}
+
+LILY_ISA_VARIANTS("avx2", Input, quantize_input, (const float* x, int64_t cols, int gs, bool split), (x, cols, gs, split))
+}  // namespace
+
+Input quantize_input(Isa isa, const float* x, int64_t cols, int gs, bool split) {
+  LILY_ISA_DISPATCH(isa, quantize_input, (x, cols, gs, split));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -301,8 +261,8 @@ LILY_AVX2 void dot_rows_avx2(const Matrix& W, int64_t r0, int64_t n, const Input
 }
 
 template <int Bits, int GB>
-void dot_rows_by_scale(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
-  const bool vnni = g_kernel.load(std::memory_order_relaxed) == Kernel::Vnni;
+void dot_rows_by_scale(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  const bool vnni = k == Kernel::Vnni;
   switch (W.scale_dtype) {
     case DType::BF16:
       return vnni ? dot_rows_vnni<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead)
@@ -318,16 +278,17 @@ void dot_rows_by_scale(const Matrix& W, int64_t r0, int64_t n, const Input& in, 
 }  // namespace
 #endif
 
-void dot_rows(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+void dot_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  if (k == Kernel::None) throw Error("int8 dot_rows: no int8 kernel in this context");
 #if defined(__x86_64__) && defined(__GNUC__)
   const int gb = W.bits * W.group_size / 8;
-  if (W.bits == 4 && gb == 32) return dot_rows_by_scale<4, 32>(W, r0, n, in, out, ahead);
-  if (W.bits == 4) return dot_rows_by_scale<4, 64>(W, r0, n, in, out, ahead);
-  if (gb == 64) return dot_rows_by_scale<8, 64>(W, r0, n, in, out, ahead);
-  return dot_rows_by_scale<8, 128>(W, r0, n, in, out, ahead);
+  if (W.bits == 4 && gb == 32) return dot_rows_by_scale<4, 32>(k, W, r0, n, in, out, ahead);
+  if (W.bits == 4) return dot_rows_by_scale<4, 64>(k, W, r0, n, in, out, ahead);
+  if (gb == 64) return dot_rows_by_scale<8, 64>(k, W, r0, n, in, out, ahead);
+  return dot_rows_by_scale<8, 128>(k, W, r0, n, in, out, ahead);
 #else
-  (void)W, (void)r0, (void)in, (void)ahead;
-  for (int64_t i = 0; i < n; ++i) out[i] = 0.f;  // never reached: enable() refuses without a kernel
+  (void)W, (void)r0, (void)in, (void)ahead, (void)n, (void)out;
+  throw Error("int8 dot_rows: no int8 kernel in this build");
 #endif
 }
 

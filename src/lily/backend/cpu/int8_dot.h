@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lily/backend/cpu/kernels.h"
+#include "lily/backend/cpu/cpu_context.h"
 #include "lily/backend/tensor.h"
 
 namespace lily::cpu::int8 {
@@ -21,15 +21,9 @@ namespace lily::cpu::int8 {
 // The kernels: AVX-512 VNNI byte dot products, or AVX2 (byte products
 // summed in 16 then 32 bits) on CPUs without VNNI.
 enum class Kernel { None, Vnni, Avx2 };
-// The kernel in use: the best the CPU has (LILY_CPU_ISA=avx2|portable caps it, as for the float kernels).
-Kernel kernel();
-// Chooses a kernel (tests compare them on one machine); false when the CPU lacks it.
-bool use_kernel(Kernel k);
-// Some kernel can run here.
-bool available();
-// The process-wide choice; enabling where it is not available is refused (returns false).
-bool enable(bool on);
-bool enabled();
+// The kernel a context at this ISA level uses (None below AVX2).
+Kernel kernel_for(Isa isa);
+
 // The packed formats int8 inputs meet (here and on AMX tiles): 4- or 8-bit,
 // groups of 64 or 128, F32/F16/BF16 scales.
 bool packed_format(const Matrix& W);
@@ -44,12 +38,12 @@ struct Input {
   std::vector<float> step;  // [groups]
   std::vector<float> sum;   // [groups], exact sums of the float inputs
 };
-Input quantize_input(const float* x, int64_t cols, int group_size, bool split_even_odd);
+Input quantize_input(Isa isa, const float* x, int64_t cols, int group_size, bool split_even_odd);
 
 // out[i] = row (r0 + i) of W . input, for i < n <= 4; W's scales and biases
 // (F32, F16 or BF16) are read where they lie. `ahead` > 0 prefetches each
 // row's bytes that far past it into L1, and five times as far into L2, as
 // the loop goes.
-void dot_rows(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
+void dot_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
 
 }  // namespace lily::cpu::int8

@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lily/backend/cpu/isa_variants.h"
+#include "lily/quant/affine.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -13,53 +16,99 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define LILY_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define LILY_MULTIVERSION
-#endif
-
 namespace lily::cpu::kernels {
 
-IsaCap isa_cap() {
-  static const IsaCap cap = [] {
-    const char* v = std::getenv("LILY_CPU_ISA");
-    if (v && std::strcmp(v, "avx2") == 0) return IsaCap::Avx2;
-    if (v && std::strcmp(v, "portable") == 0) return IsaCap::Portable;
-    return IsaCap::None;
-  }();
-  return cap;
-}
+namespace {
 
 // The float dot of unquantized rows (decode, attention) sums in double: these
 // paths are the fp32 reference, and with a float sum their result moved with
 // the vector width (16 lanes against 8) by more than transformers' own error
 // on long prompts. Decode is bound by memory, so the wider sum costs nothing.
-LILY_MULTIVERSION float dot(const float* a, const float* b, int64_t n) {
+LILY_ISA_BODY float dot_body(const float* a, const float* b, int64_t n) {
   double s = 0.;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += double(a[i]) * b[i];
   return float(s);
 }
 
-LILY_MULTIVERSION void axpy(float a, const float* x, float* y, int64_t n) {
+LILY_ISA_BODY void axpy_body(float a, const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-LILY_MULTIVERSION void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+LILY_ISA_BODY void bf16_to_f32_body(const uint16_t* src, float* dst, int64_t n) {
   auto* out = reinterpret_cast<uint32_t*>(dst);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(src[i]) << 16;
 }
 
-LILY_MULTIVERSION void group_sums(const float* x, int64_t n, int gs, float* xsum) {
+LILY_ISA_BODY void group_sums_body(const float* x, int64_t n, int gs, float* xsum) {
   for (int64_t g = 0; g < n / gs; ++g) {
     float s = 0.f;
 #pragma omp simd reduction(+ : s)
     for (int j = 0; j < gs; ++j) s += x[g * gs + j];
     xsum[g] = s;
   }
+}
+
+// xe[j] = x[2j], xo[j] = x[2j+1]: the inputs met by low and high nibbles.
+LILY_ISA_BODY void deinterleave_body(const float* x, int64_t n, float* xe, float* xo) {
+#pragma omp simd
+  for (int64_t j = 0; j < n / 2; ++j) {
+    xe[j] = x[2 * j];
+    xo[j] = x[2 * j + 1];
+  }
+}
+
+// Prompts dequantize every row they use, so the common widths get byte loops
+// the compiler vectorises; the others are read value by value.
+LILY_ISA_BODY void dequantize_row_body(const uint8_t* packed, const float* scales, const float* biases, int64_t cols,
+                                       int bits, int gs, float* out) {
+  for (int64_t g = 0; g < cols / gs; ++g) {
+    const float s = scales[g], b = biases[g];
+    float* o = out + g * gs;
+    if (bits == 4) {
+      const uint8_t* p = packed + g * gs / 2;
+#pragma omp simd
+      for (int j = 0; j < gs / 2; ++j) {
+        o[2 * j] = s * static_cast<float>(p[j] & 15) + b;
+        o[2 * j + 1] = s * static_cast<float>(p[j] >> 4) + b;
+      }
+    } else if (bits == 8) {
+      const uint8_t* p = packed + g * gs;
+#pragma omp simd
+      for (int j = 0; j < gs; ++j) o[j] = s * static_cast<float>(p[j]) + b;
+    } else {
+      for (int64_t c = 0; c < gs; ++c) o[c] = s * static_cast<float>(quant::unpack(packed, g * gs + c, bits)) + b;
+    }
+  }
+}
+
+LILY_ISA_VARIANTS("avx2", float, dot, (const float* a, const float* b, int64_t n), (a, b, n))
+LILY_ISA_VARIANTS("avx2", void, axpy, (float a, const float* x, float* y, int64_t n), (a, x, y, n))
+LILY_ISA_VARIANTS("avx2", void, bf16_to_f32, (const uint16_t* src, float* dst, int64_t n), (src, dst, n))
+LILY_ISA_VARIANTS("avx2", void, group_sums, (const float* x, int64_t n, int gs, float* xsum), (x, n, gs, xsum))
+LILY_ISA_VARIANTS("avx2", void, deinterleave, (const float* x, int64_t n, float* xe, float* xo), (x, n, xe, xo))
+LILY_ISA_VARIANTS("avx2", void, dequantize_row,
+                  (const uint8_t* packed, const float* scales, const float* biases, int64_t cols, int bits, int gs,
+                   float* out),
+                  (packed, scales, biases, cols, bits, gs, out))
+}  // namespace
+
+float dot(Isa isa, const float* a, const float* b, int64_t n) { LILY_ISA_DISPATCH(isa, dot, (a, b, n)); }
+void axpy(Isa isa, float a, const float* x, float* y, int64_t n) { LILY_ISA_DISPATCH(isa, axpy, (a, x, y, n)); }
+void bf16_to_f32(Isa isa, const uint16_t* src, float* dst, int64_t n) {
+  LILY_ISA_DISPATCH(isa, bf16_to_f32, (src, dst, n));
+}
+void group_sums(Isa isa, const float* x, int64_t n, int gs, float* xsum) {
+  LILY_ISA_DISPATCH(isa, group_sums, (x, n, gs, xsum));
+}
+void deinterleave(Isa isa, const float* x, int64_t n, float* xe, float* xo) {
+  LILY_ISA_DISPATCH(isa, deinterleave, (x, n, xe, xo));
+}
+void dequantize_row(Isa isa, const uint8_t* packed, const float* scales, const float* biases, int64_t cols, int bits,
+                    int gs, float* out) {
+  LILY_ISA_DISPATCH(isa, dequantize_row, (packed, scales, biases, cols, bits, gs, out));
 }
 
 // Each group's products are summed lane-wise into a 16-wide partial vector,
@@ -267,31 +316,20 @@ __attribute__((target("avx2,fma"))) static void dot4x4_avx2(const float* const w
   }
 }
 
-enum class Isa { Portable, Avx2, Avx512 };
-static Isa detect_isa() {
-  __builtin_cpu_init();  // this runs from a static initializer, possibly before the library's own
-  const IsaCap cap = isa_cap();
-  if (cap == IsaCap::Portable) return Isa::Portable;
-  if (cap == IsaCap::Avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return Isa::Avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
-  return Isa::Portable;
-}
-static const Isa kIsa = detect_isa();
 #endif
 
-void dot_q_rows(const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride) {
+void dot_q_rows(Isa isa, const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride) {
   int64_t t = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
   // tokens four at a time (rows two by two: the registers hold 2 x 4 tiles), the rest one by one
-  if (kIsa == Isa::Avx512) {
+  if (isa >= Isa::Avx512) {
     auto tile4 = w.bits == 4 ? q_tile_avx512<4, 2, 4> : q_tile_avx512<8, 2, 4>;
     auto tile1 = w.bits == 4 ? q_tile_avx512<4, 4, 1> : q_tile_avx512<8, 4, 1>;
     for (; t + 4 <= T; t += 4) tile4(w, 0, in, t, out, out_stride), tile4(w, 2, in, t, out, out_stride);
     for (; t < T; ++t) tile1(w, 0, in, t, out, out_stride);
     return;
   }
-  if (kIsa == Isa::Avx2) {
+  if (isa >= Isa::Avx2) {
     auto tile4 = w.bits == 4 ? q_tile_avx2<4, 1, 4> : q_tile_avx2<8, 1, 4>;
     auto tile1 = w.bits == 4 ? q_tile_avx2<4, 4, 1> : q_tile_avx2<8, 4, 1>;
     for (; t + 4 <= T; t += 4)
@@ -309,28 +347,19 @@ void dot_q_rows(const QuantRows& w, const QuantInputs& in, int64_t T, float* out
                                         w.biases[r], w.groups, w.gs);
 }
 
-void dot4x4(const float* const w[4], const float* const x[4], int64_t n, float out[4][4]) {
+void dot4x4(Isa isa, const float* const w[4], const float* const x[4], int64_t n, float out[4][4]) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (kIsa == Isa::Avx512) {
+  if (isa >= Isa::Avx512) {
     dot4x4_avx512(w, x, n, out);
     return;
   }
-  if (kIsa == Isa::Avx2) {
+  if (isa >= Isa::Avx2) {
     dot4x4_avx2(w, x, n, out);
     return;
   }
 #endif
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) out[i][j] = dot(w[i], x[j], n);
-}
-
-// xe[j] = x[2j], xo[j] = x[2j+1]: the inputs met by low and high nibbles.
-LILY_MULTIVERSION void deinterleave(const float* x, int64_t n, float* xe, float* xo) {
-#pragma omp simd
-  for (int64_t j = 0; j < n / 2; ++j) {
-    xe[j] = x[2 * j];
-    xo[j] = x[2 * j + 1];
-  }
+    for (int j = 0; j < 4; ++j) out[i][j] = dot(isa, w[i], x[j], n);
 }
 
 }  // namespace lily::cpu::kernels

@@ -7,20 +7,23 @@
 
 #include <cstdint>
 
+#include "lily/backend/cpu/cpu_context.h"
+
 namespace lily::cpu::kernels {
 
-// LILY_CPU_ISA=avx2|portable caps every CPU path (float kernels, int8
-// kernels, AMX tiles) to compare them on one machine; read once here.
-enum class IsaCap { None, Avx2, Portable };
-IsaCap isa_cap();
+// Every kernel takes the Isa its caller's context allows and runs the code
+// for that level (AVX-512 for Avx512 and above), never a wider one.
 
-float dot(const float* a, const float* b, int64_t n);
+float dot(Isa isa, const float* a, const float* b, int64_t n);
 // y[i] += a * x[i]
-void axpy(float a, const float* x, float* y, int64_t n);
-void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
+void axpy(Isa isa, float a, const float* x, float* y, int64_t n);
+void bf16_to_f32(Isa isa, const uint16_t* src, float* dst, int64_t n);
+// out[c] = scales[g] * q[c] + biases[g] for one packed row (MLX affine, `bits` wide, groups of gs).
+void dequantize_row(Isa isa, const uint8_t* packed, const float* scales, const float* biases, int64_t cols, int bits,
+                    int gs, float* out);
 
 // Sum of each group of `gs` inputs: xsum[g] = sum(x[g*gs .. (g+1)*gs)).
-void group_sums(const float* x, int64_t n, int gs, float* xsum);
+void group_sums(Isa isa, const float* x, int64_t n, int gs, float* xsum);
 // Four rows of a 4- or 8-bit quantized matrix, with their scales and
 // biases already in float. A row may appear more than once (short edges).
 struct QuantRows {
@@ -42,13 +45,13 @@ struct QuantInputs {
 };
 // out[t * out_stride + r] = row r . input t for the four rows and T tokens.
 // A (row, token) result is the same whatever else shares the call.
-void dot_q_rows(const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride);
+void dot_q_rows(Isa isa, const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride);
 
-void deinterleave(const float* x, int64_t n, float* xe, float* xo);
+void deinterleave(Isa isa, const float* x, int64_t n, float* xe, float* xo);
 
 // out[i][j] = dot(w[i], x[j]) for a 4 x 4 tile: each loaded weight meets four
 // inputs and each input four weights, which is what makes prompt processing
 // arithmetic-bound instead of load-bound.
-void dot4x4(const float* const w[4], const float* const x[4], int64_t n, float out[4][4]);
+void dot4x4(Isa isa, const float* const w[4], const float* const x[4], int64_t n, float out[4][4]);
 
 }  // namespace lily::cpu::kernels

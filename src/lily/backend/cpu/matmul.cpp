@@ -18,22 +18,32 @@ inline float plain_dot(const float* a, const float* b, int64_t n) {
 }
 
 // Row r of W as floats: a pointer into W itself when it is F32, else converted into buf.
-const float* row_floats(const Matrix& W, int64_t r, float* buf) {
+// Quantized rows are dequantized after their scales, so buf holds cols + 2 * groups floats.
+const float* row_floats(Isa isa, const Matrix& W, int64_t r, float* buf) {
   if (!W.quantized() && W.dtype == DType::F32) return static_cast<const float*>(W.row(r));
-  if (!W.quantized() && W.dtype == DType::BF16)
-    kernels::bf16_to_f32(static_cast<const uint16_t*>(W.row(r)), buf, W.cols);
-  else
+  if (W.quantized()) {
+    const int64_t groups = W.cols / W.group_size;
+    float *s = buf + W.cols, *b = s + groups;
+    scales_to_float(isa, W, r, s, b);
+    kernels::dequantize_row(isa, static_cast<const uint8_t*>(W.row(r)), s, b, W.cols, W.bits, W.group_size, buf);
+  } else if (W.dtype == DType::BF16) {
+    kernels::bf16_to_f32(isa, static_cast<const uint16_t*>(W.row(r)), buf, W.cols);
+  } else {
     W.row_to_float(r, buf);
+  }
   return buf;
 }
+
+// Floats row_floats needs for one row of W.
+int64_t row_buffer(const Matrix& W) { return W.cols + (W.quantized() ? 2 * (W.cols / W.group_size) : 0); }
 
 
 // Rows r0 .. r0+n-1 (n <= 4; a short block repeats its last row) of a
 // quantized matrix with their scales and biases converted into `sb` [8, groups].
-kernels::QuantRows row_block(const Matrix& W, int64_t r0, int64_t n, int64_t groups, float* sb) {
+kernels::QuantRows row_block(Isa isa, const Matrix& W, int64_t r0, int64_t n, int64_t groups, float* sb) {
   kernels::QuantRows w{{}, {}, {}, groups, W.group_size, W.bits};
   for (int64_t i = 0; i < 4; ++i) {
-    if (i < n) scales_to_float(W, r0 + i, sb + 2 * i * groups, sb + (2 * i + 1) * groups);
+    if (i < n) scales_to_float(isa, W, r0 + i, sb + 2 * i * groups, sb + (2 * i + 1) * groups);
     const int64_t k = std::min(i, n - 1);
     w.q[i] = static_cast<const uint8_t*>(W.row(r0 + k));
     w.scales[i] = sb + 2 * k * groups;
@@ -49,12 +59,12 @@ int64_t row_grain(const Matrix& W, int64_t T) {
 }
 }  // namespace
 
-void scales_to_float(const Matrix& W, int64_t r, float* s, float* b) {
+void scales_to_float(Isa isa, const Matrix& W, int64_t r, float* s, float* b) {
   const int64_t groups = W.cols / W.group_size;
   const size_t off = static_cast<size_t>(r * groups) * dtype_size(W.scale_dtype);
   if (W.scale_dtype == DType::BF16) {
-    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.scales) + off), s, groups);
-    kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.biases) + off), b, groups);
+    kernels::bf16_to_f32(isa, reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.scales) + off), s, groups);
+    kernels::bf16_to_f32(isa, reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(W.biases) + off), b, groups);
     return;
   }
   convert_to_float(W.scale_dtype, static_cast<const uint8_t*>(W.scales) + off, s, static_cast<size_t>(groups));
@@ -80,24 +90,28 @@ bool packed_decode(const Matrix& W, Rows kind) {
 
 // What a packed decode product needs of its T inputs, worked out once per call.
 struct PackedInput {
+  Isa isa = Isa::Portable;
+  int8::Kernel kernel = int8::Kernel::None;  // None: the float path
   bool use_int8 = false;
   std::vector<int8::Input> ins;  // int8: one per token
   std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
   kernels::QuantInputs in;
 };
 
-void prepare(const float* x, int64_t T, const Matrix& W, PackedInput& p) {
+void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, PackedInput& p) {
   const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
-  p.use_int8 = int8::enabled() && int8::supports(W);
+  p.isa = ctx.isa;
+  p.use_int8 = ctx.int8 && int8::supports(W);
   if (p.use_int8) {
-    for (int64_t t = 0; t < T; ++t) p.ins.push_back(int8::quantize_input(x + t * C, C, static_cast<int>(gs), W.bits == 4));
+    p.kernel = int8::kernel_for(ctx.isa);
+    for (int64_t t = 0; t < T; ++t) p.ins.push_back(int8::quantize_input(ctx.isa, x + t * C, C, static_cast<int>(gs), W.bits == 4));
     return;
   }
   p.xsum.resize(static_cast<size_t>(T * groups));
   if (W.bits == 4) p.xeo.resize(static_cast<size_t>(T * C));
   for (int64_t t = 0; t < T; ++t) {
-    kernels::group_sums(x + t * C, C, static_cast<int>(gs), p.xsum.data() + t * groups);
-    if (W.bits == 4) kernels::deinterleave(x + t * C, C, p.xeo.data() + t * C, p.xeo.data() + t * C + C / 2);
+    kernels::group_sums(ctx.isa, x + t * C, C, static_cast<int>(gs), p.xsum.data() + t * groups);
+    if (W.bits == 4) kernels::deinterleave(ctx.isa, x + t * C, C, p.xeo.data() + t * C, p.xeo.data() + t * C + C / 2);
   }
   p.in.x = x;
   p.in.xe = W.bits == 4 ? p.xeo.data() : nullptr;  // the even/odd split is for 4-bit weights only
@@ -123,10 +137,10 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
       // kernel asks for the rows six ahead, a line per row per step.
       // (Whole blocks ahead, a multiple of a page away, measured slower.)
       const int64_t ahead = r0 + 10 <= R ? 6 * row_bytes : 0;
-      for (int64_t t = 0; t < T; ++t) int8::dot_rows(W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
+      for (int64_t t = 0; t < T; ++t) int8::dot_rows(p.kernel, W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
     } else {
-      const kernels::QuantRows w = row_block(W, r0, n, groups, sb.data());
-      kernels::dot_q_rows(w, p.in, T, out.data(), 4);
+      const kernels::QuantRows w = row_block(p.isa, W, r0, n, groups, sb.data());
+      kernels::dot_q_rows(p.isa, w, p.in, T, out.data(), 4);
     }
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = out[t * 4 + i];
@@ -135,18 +149,18 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
 
 // Rows [b, e) of any other product: a block of rows is converted to floats
 // once and used for every input row.
-void float_rows(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, int64_t b, int64_t e) {
-  const int64_t R = W.rows, C = W.cols;
+void float_rows(Isa isa, const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind, int64_t b, int64_t e) {
+  const int64_t R = W.rows, C = W.cols, RB = row_buffer(W);
   constexpr int64_t kBlock = 16;
-  std::vector<float> buf(static_cast<size_t>(kBlock * C));
+  std::vector<float> buf(static_cast<size_t>(kBlock * RB));
   const float* rows[kBlock];
   for (int64_t r0 = b; r0 < e; r0 += kBlock) {
     const int64_t n = std::min(kBlock, e - r0);
-    for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(W, r0 + i, buf.data() + i * C);
+    for (int64_t i = 0; i < n; ++i) rows[i] = row_floats(isa, W, r0 + i, buf.data() + i * RB);
     for (int64_t i = n; i < kBlock; ++i) rows[i] = rows[n - 1];  // pad a short block
     if (rows_kind == Rows::Tokens) {  // decode: plain dots, no tile padding
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = kernels::dot(rows[i], x + t * C, C);
+        for (int64_t i = 0; i < n; ++i) y[t * R + r0 + i] = kernels::dot(isa, rows[i], x + t * C, C);
       continue;
     }
     // Every output of a prompt comes out of a 4 x 4 tile (short edges padded by
@@ -157,7 +171,7 @@ void float_rows(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_
       for (int64_t j = 0; j < 4; ++j) xs[j] = x + (t + std::min(j, nt - 1)) * C;
       for (int64_t i = 0; i < n; i += 4) {
         float tile[4][4];
-        kernels::dot4x4(rows + i, xs, C, tile);
+        kernels::dot4x4(isa, rows + i, xs, C, tile);
         for (int64_t a = 0; a < std::min<int64_t>(4, n - i); ++a)
           for (int64_t j = 0; j < nt; ++j) y[(t + j) * R + r0 + i + a] = tile[a][j];
       }
@@ -166,25 +180,25 @@ void float_rows(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_
 }
 }  // namespace
 
-void matmul(const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind) {
-  ThreadPool& pool = ThreadPool::global();
+void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, float* y, Rows rows_kind) {
+  ThreadPool& pool = ctx.threads();
   const int64_t R = W.rows, grain = row_grain(W, T);
-  if (rows_kind == Rows::Prompt && int8::enabled() && amx::available() && amx::supports(W)) {
-    amx::matmul(x, T, W, y);
+  if (rows_kind == Rows::Prompt && ctx.amx() && amx::supports(W)) {
+    amx::matmul(ctx, x, T, W, y);
     return;
   }
   if (packed_decode(W, rows_kind)) {
     PackedInput p;
-    prepare(x, T, W, p);
+    prepare(ctx, x, T, W, p);
     pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
     return;
   }
-  pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { float_rows(x, T, W, y, rows_kind, b, e); });
+  pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { float_rows(ctx.isa, x, T, W, y, rows_kind, b, e); });
 }
 
-void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) {
+void matmul_batch(const CpuContext& ctx, std::span<const Product> products, int64_t T, Rows rows_kind) {
   if (rows_kind != Rows::Tokens) {  // prompts: each product is large enough to split alone
-    for (const Product& p : products) matmul(p.x, T, *p.W, p.y, rows_kind);
+    for (const Product& p : products) matmul(ctx, p.x, T, *p.W, p.y, rows_kind);
     return;
   }
   // Decode: the rows of all the products form one range (each product's
@@ -204,11 +218,11 @@ void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) 
     input_of[i] = i;
     for (size_t j = 0; j < i && input_of[i] == i; ++j)
       if (packed_decode(*products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
-    if (packed_decode(W, rows_kind) && input_of[i] == i) prepare(products[i].x, T, W, inputs[i]);
+    if (packed_decode(W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, inputs[i]);
     start[i + 1] = start[i] + (W.rows + 3) / 4 * 4;
     grain = std::max(grain, row_grain(W, T));
   }
-  ThreadPool::global().parallel_for(start[n], grain, [&](int64_t b, int64_t e) {
+  ctx.threads().parallel_for(start[n], grain, [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < n; ++i) {
       const Product& p = products[i];
       const int64_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
@@ -217,18 +231,22 @@ void matmul_batch(std::span<const Product> products, int64_t T, Rows rows_kind) 
       if (packed_decode(*p.W, rows_kind))
         packed_rows(inputs[input_of[i]], T, *p.W, p.y, lo, end);
       else
-        float_rows(p.x, T, *p.W, p.y, rows_kind, lo, end);
+        float_rows(ctx.isa, p.x, T, *p.W, p.y, rows_kind, lo, end);
     }
   });
 }
 
-float dot_row(const Matrix& W, int64_t r, const float* x) {
-  std::vector<float> row(static_cast<size_t>(W.cols));
-  return kernels::dot(row_floats(W, r, row.data()), x, W.cols);
+float dot_row(Isa isa, const Matrix& W, int64_t r, const float* x) {
+  std::vector<float> row(static_cast<size_t>(row_buffer(W)));
+  return kernels::dot(isa, row_floats(isa, W, r, row.data()), x, W.cols);
 }
 
-void gather_rows(const Matrix& W, const int32_t* ids, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) W.row_to_float(ids[i], out + i * W.cols);
+void gather_rows(Isa isa, const Matrix& W, const int32_t* ids, int64_t n, float* out) {
+  std::vector<float> buf(static_cast<size_t>(row_buffer(W)));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = row_floats(isa, W, ids[i], buf.data());
+    std::copy(row, row + W.cols, out + i * W.cols);
+  }
 }
 
 }  // namespace lily::cpu

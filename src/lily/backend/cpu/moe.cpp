@@ -37,16 +37,16 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
 
 namespace {
 // d [n, H] = down(silu(gate x) * up x) for n rows of x; g and u are scratch.
-void swiglu_rows(const float* x, int64_t n, const Matrix& gate, const Matrix& up, const Matrix& down, Rows rows,
+void swiglu_rows(const CpuContext& ctx, const float* x, int64_t n, const Matrix& gate, const Matrix& up, const Matrix& down, Rows rows,
                  std::vector<float>& g, std::vector<float>& u, std::vector<float>& d) {
   const int64_t I = gate.rows;
   g.resize(n * I);
   u.resize(n * I);
   d.resize(n * down.rows);
-  matmul(x, n, gate, g.data(), rows);
-  matmul(x, n, up, u.data(), rows);
+  matmul(ctx, x, n, gate, g.data(), rows);
+  matmul(ctx, x, n, up, u.data(), rows);
   for (int64_t i = 0; i < n * I; ++i) g[i] = silu(g[i]) * u[i];
-  matmul(g.data(), n, down, d.data(), rows);
+  matmul(ctx, g.data(), n, down, d.data(), rows);
 }
 
 // For each expert, the (token * k + rank) entries routed to it, in token order.
@@ -66,7 +66,7 @@ void gather_tokens(const float* x, const std::vector<int64_t>& entries, int64_t 
 // One token: the gate and up products of the routed experts and the shared
 // one form one parallel loop, their down products another, so the rows of
 // all nine experts are shared among the threads however many there are.
-void moe_token(const float* xt, const ExpertWeights& w, const Route& route, int64_t t, int64_t k, float* yt) {
+void moe_token(const CpuContext& ctx, const float* xt, const ExpertWeights& w, const Route& route, int64_t t, int64_t k, float* yt) {
   const int64_t H = w.router->cols;
   std::vector<std::vector<float>> g(k + 1), u(k + 1), d(k + 1);
   std::vector<Product> products;
@@ -79,7 +79,7 @@ void moe_token(const float* xt, const ExpertWeights& w, const Route& route, int6
     products.push_back({xt, &gate, g[j].data()});
     products.push_back({xt, &up, u[j].data()});
   }
-  matmul_batch(products, 1, Rows::Tokens);
+  matmul_batch(ctx, products, 1, Rows::Tokens);
   products.clear();
   for (int64_t j = 0; j <= k; ++j) {
     for (size_t i = 0; i < g[j].size(); ++i) g[j][i] = silu(g[j][i]) * u[j][i];
@@ -87,10 +87,10 @@ void moe_token(const float* xt, const ExpertWeights& w, const Route& route, int6
     d[j].resize(down.rows);
     products.push_back({g[j].data(), &down, d[j].data()});
   }
-  matmul_batch(products, 1, Rows::Tokens);
+  matmul_batch(ctx, products, 1, Rows::Tokens);
   // each expert's output scaled, then all summed in a fixed order, as moe_tokens does
   for (int64_t j = 0; j <= k; ++j) {
-    const float scale = j < k ? route.weight[t * k + j] : sigmoid(dot_row(*w.shared_expert_gate, 0, xt));
+    const float scale = j < k ? route.weight[t * k + j] : sigmoid(dot_row(ctx.isa, *w.shared_expert_gate, 0, xt));
     for (int64_t h = 0; h < H; ++h) d[j][h] = scale * d[j][h];
   }
   for (int64_t j = 0; j <= k; ++j)
@@ -100,7 +100,7 @@ void moe_token(const float* xt, const ExpertWeights& w, const Route& route, int6
 // Several decode tokens: each expert runs once over the tokens routed to it,
 // with per-token dots, and each token's experts are added in rank order then
 // the shared one, exactly as moe_token adds them for a lone token.
-void moe_tokens(const float* x, int64_t T, const ExpertWeights& w, const Route& route, int64_t k, float* y) {
+void moe_tokens(const CpuContext& ctx, const float* x, int64_t T, const ExpertWeights& w, const Route& route, int64_t k, float* y) {
   const int64_t H = w.router->cols, E = w.router->rows;
   std::vector<float> outs(static_cast<size_t>(T * (k + 1) * H));  // [token, rank (k = shared), H]
   const auto picked = entries_by_expert(route, T, k, E);
@@ -109,7 +109,7 @@ void moe_tokens(const float* x, int64_t T, const ExpertWeights& w, const Route& 
     const auto& ids = picked[e];
     if (ids.empty()) continue;
     gather_tokens(x, ids, k, H, xs);
-    swiglu_rows(xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Tokens, g, u, d);
+    swiglu_rows(ctx, xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Tokens, g, u, d);
     for (size_t i = 0; i < ids.size(); ++i) {
       const int64_t t = ids[i] / k, j = ids[i] % k;
       const float wt = route.weight[ids[i]];
@@ -117,9 +117,9 @@ void moe_tokens(const float* x, int64_t T, const ExpertWeights& w, const Route& 
       for (int64_t h = 0; h < H; ++h) o[h] = wt * d[i * H + h];
     }
   }
-  swiglu_rows(x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Tokens, g, u, d);
+  swiglu_rows(ctx, x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Tokens, g, u, d);
   for (int64_t t = 0; t < T; ++t) {
-    const float s = sigmoid(dot_row(*w.shared_expert_gate, 0, x + t * H));
+    const float s = sigmoid(dot_row(ctx.isa, *w.shared_expert_gate, 0, x + t * H));
     float* o = outs.data() + (t * (k + 1) + k) * H;
     for (int64_t h = 0; h < H; ++h) o[h] = s * d[t * H + h];
   }
@@ -131,18 +131,18 @@ void moe_tokens(const float* x, int64_t T, const ExpertWeights& w, const Route& 
 }
 }  // namespace
 
-void moe_block(const float* x, int64_t T, const ExpertWeights& w, int64_t k, float* y, Rows rows, RouteLog* log) {
+void moe_block(const CpuContext& ctx, const float* x, int64_t T, const ExpertWeights& w, int64_t k, float* y, Rows rows, RouteLog* log) {
   const int64_t H = w.router->cols, E = w.router->rows;
   std::vector<float> logits(static_cast<size_t>(T * E));
-  matmul(x, T, *w.router, logits.data(), rows);
+  matmul(ctx, x, T, *w.router, logits.data(), rows);
   Route route = moe_route(logits.data(), T, E, k);
   if (log) log->apply(route.expert, route.weight);
   std::fill(y, y + T * H, 0.f);
   if (rows == Rows::Tokens) {
     if (T == 1)
-      moe_token(x, w, route, 0, k, y);
+      moe_token(ctx, x, w, route, 0, k, y);
     else
-      moe_tokens(x, T, w, route, k, y);
+      moe_tokens(ctx, x, T, w, route, k, y);
     return;
   }
   // A prompt: each expert runs once over the tokens routed to it.
@@ -152,16 +152,16 @@ void moe_block(const float* x, int64_t T, const ExpertWeights& w, int64_t k, flo
     const auto& ids = picked[e];
     if (ids.empty()) continue;
     gather_tokens(x, ids, k, H, xs);
-    swiglu_rows(xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Prompt, g, u, d);
+    swiglu_rows(ctx, xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Prompt, g, u, d);
     for (size_t i = 0; i < ids.size(); ++i) {
       const float wt = route.weight[ids[i]];
       float* yt = y + (ids[i] / k) * H;
       for (int64_t h = 0; h < H; ++h) yt[h] += wt * d[i * H + h];
     }
   }
-  swiglu_rows(x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Prompt, g, u, d);
+  swiglu_rows(ctx, x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Prompt, g, u, d);
   for (int64_t t = 0; t < T; ++t) {
-    const float s = sigmoid(dot_row(*w.shared_expert_gate, 0, x + t * H));
+    const float s = sigmoid(dot_row(ctx.isa, *w.shared_expert_gate, 0, x + t * H));
     for (int64_t h = 0; h < H; ++h) y[t * H + h] += s * d[t * H + h];
   }
 }

@@ -23,7 +23,7 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k);
 // a prompt runs each expert once over the tokens routed to it; decode tokens
 // give each row exactly what a single-token step gives it.
 // `log`, when given, records the routing or replaces it (RouteLog).
-void moe_block(const float* x, int64_t T, const ExpertWeights& w, int64_t k, float* y, Rows rows,
+void moe_block(const CpuContext& ctx, const float* x, int64_t T, const ExpertWeights& w, int64_t k, float* y, Rows rows,
                RouteLog* log = nullptr);
 
 }  // namespace lily::cpu

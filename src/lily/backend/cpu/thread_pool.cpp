@@ -117,19 +117,4 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   caller_sleeps_ = false;
 }
 
-namespace {
-std::unique_ptr<ThreadPool>& pool_slot() {
-  static std::unique_ptr<ThreadPool> p;
-  return p;
-}
-}  // namespace
-
-ThreadPool& ThreadPool::global() {
-  auto& p = pool_slot();
-  if (!p) p = std::make_unique<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  return *p;
-}
-
-void ThreadPool::set_threads(int n) { pool_slot() = std::make_unique<ThreadPool>(std::max(1, n)); }
-
 }  // namespace lily::cpu

@@ -34,9 +34,6 @@ class ThreadPool {
   // calling thread); returns when all are done.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-  // The process-wide pool; its size is set by set_threads (default: hardware threads).
-  static ThreadPool& global();
-  static void set_threads(int n);
 
  private:
   void worker_loop();

@@ -1,0 +1,105 @@
+#include "lily/backend/cpu/cpu_context.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "lily/backend/cpu/thread_pool.h"
+#include "lily/error.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#endif
+
+namespace lily::cpu {
+
+namespace {
+constexpr const char* kNames[] = {"portable", "avx2", "avx512", "avx512vnni", "amx"};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+bool cpuid_bit(unsigned leaf, unsigned sub, int reg, unsigned bit) {
+  unsigned r[4] = {};
+  if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[reg] >> bit) & 1u;
+}
+
+bool has_amx() {
+  constexpr int kEdx = 3;
+  if (!cpuid_bit(7, 0, kEdx, 24) || !cpuid_bit(7, 0, kEdx, 25)) return false;  // AMX-TILE, AMX-INT8
+#if defined(__linux__)
+  // Linux hands out the 8 KiB tile register state only to processes that ask.
+  constexpr long kRequestPermission = 0x1023, kTileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+#else
+  return false;
+#endif
+}
+
+Isa detect() {
+  __builtin_cpu_init();
+  constexpr int kEcx = 2;
+  const bool f16c = cpuid_bit(1, 0, kEcx, 29);  // from CPUID itself: clang's __builtin_cpu_supports lacks the name
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)) return Isa::Portable;
+  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")))
+    return Isa::Avx2;
+  if (!__builtin_cpu_supports("avx512vnni")) return Isa::Avx512;
+  return has_amx() ? Isa::Amx : Isa::Avx512Vnni;
+}
+#else
+Isa detect() { return Isa::Portable; }
+#endif
+}  // namespace
+
+const char* isa_name(Isa isa) { return kNames[static_cast<int>(isa)]; }
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (int i = 0; i < 5; ++i)
+    if (name == kNames[i]) return static_cast<Isa>(i);
+  return std::nullopt;
+}
+
+Isa best_isa() {
+  static const Isa isa = detect();  // a fact about the hardware, asked once
+  return isa;
+}
+
+std::vector<Isa> isas_here() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(best_isa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+std::string CpuContext::describe() const {
+  return std::string(isa_name(isa)) + ", " + std::to_string(pool ? pool->size() : 0) + " threads, " +
+         (int8 ? "int8 activations" : "float activations");
+}
+
+CpuContext make_cpu_context(const CpuOptions& o) {
+  CpuContext c;
+  if (o.isa) {
+    c.isa = *o.isa;
+  } else if (const char* env = std::getenv("LILY_CPU_ISA"); env && *env) {
+    const auto parsed = parse_isa(env);
+    if (!parsed) throw Error(std::string("LILY_CPU_ISA=") + env + " is not one of portable, avx2, avx512, avx512vnni, amx");
+    c.isa = *parsed;
+  } else {
+    c.isa = best_isa();
+  }
+  if (c.isa > best_isa())
+    throw Error(std::string("this CPU cannot run the ") + isa_name(c.isa) + " kernels (the best it has is " +
+                isa_name(best_isa()) + ")");
+  const bool kernel = c.isa >= Isa::Avx2;
+  if (o.int8 == CpuOptions::Int8::On && !kernel)
+    throw Error("int8 activations need AVX2 (with FMA and F16C) or better; the kernels here are " +
+                std::string(isa_name(c.isa)));
+  c.int8 = o.int8 != CpuOptions::Int8::Off && kernel;
+  const int n = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.pool = std::make_shared<ThreadPool>(n);
+  return c;
+}
+
+}  // namespace lily::cpu
