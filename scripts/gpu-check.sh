@@ -36,12 +36,18 @@ step "configure (CUDA ${LILY_CUDA_ARCH:-90})" cmake -S . -B "$build" -DCMAKE_BUI
   step "build" cmake --build "$build" -j"$jobs" -- --quiet &&
   grep -q "LILY_HAVE_CUDA" "$build/compile_commands.json" || { summary+=("| no CUDA backend was built | FAILED |"); failed=1; }
 if [ $failed = 0 ]; then
-  step "conformance: every op, whole models vs CPU" "$build/bin/lily_tests" --gtest_filter='Conformance*:Fixtures/WholeModel*' \
+  step "conformance: every op, whole models vs CPU" "$build/bin/lily_tests" --gtest_filter='*Conformance*:*WholeModel*' \
     --gtest_color=no
   step "the rest of the suite (ctest)" bash -c "ctest --test-dir '$build' -j$jobs --output-on-failure \
     -E 'Conformance|WholeModel' >'$build/ctest.log' 2>&1; rc=\$?; grep -E 'tests passed|\*\*\*|Failed  |Failure|The following' \
     '$build/ctest.log' | tail -40; exit \$rc"
   lily=$build/bin/lily
+  # the bundled model answering on the GPU: tokens picked on the device, greedy and sampled, bf16 and fp32
+  step "run --device cuda (greedy, bf16)" "$lily" run --device cuda --temperature 0 --max-tokens 24 "hello"
+  step "run --device cuda (sampled, bf16)" "$lily" run --device cuda --temperature 0.8 --top-p 0.9 --seed 1 \
+    --max-tokens 24 "hello"
+  step "run --device cuda (greedy, fp32)" "$lily" run --device cuda --float-activations --temperature 0 \
+    --max-tokens 24 "hello"
   for fmt in mlx4 bf16; do
     step "synth 4 layers $fmt" "$lily" synth --out "/tmp/lily-synth-$fmt" --layers 4 --format "$fmt" >/dev/null &&
       step "bench --device cuda $fmt" "$lily" bench --model "/tmp/lily-synth-$fmt" --contexts 256,1024 --device cuda \

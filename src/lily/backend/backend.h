@@ -87,6 +87,29 @@ struct AttentionShape {
   double rope_theta;
 };
 
+// How one row of logits becomes a token. With temperature 0 the pick is the
+// largest adjusted logit (the lowest id on ties). Otherwise the candidates
+// are the tokens in the order (adjusted logit descending, id ascending), cut
+// to the first top_k (0: all), then to the shortest prefix whose
+// probabilities (softmax at `temperature`, over the top_k) reach top_p, then
+// to those whose probability is at least min_p times the first's; the token
+// is where u * (their total probability) falls when they are taken in id
+// order. `u` is the caller's uniform draw in [0, 1), so the caller's
+// generator decides reproducibility.
+struct LogitAdjust {
+  int32_t id = 0;
+  float bias = 0;         // added first
+  bool repeated = false;  // then the repetition penalty: l > 0 ? l / rp : l * rp
+  float subtract = 0;     // then presence and frequency penalties
+};
+struct TokenPick {
+  double temperature = 0, top_p = 1, min_p = 0, u = 0;
+  int64_t top_k = 0;
+  float repetition_penalty = 1;
+  std::vector<LogitAdjust> adjust;  // at most one entry per id
+};
+
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -108,6 +131,13 @@ class Backend {
 
   // Activations.
   virtual Tensor tensor(int64_t rows, int64_t cols) = 0;
+  // An fp32 activation whatever the backend's activation type: for values
+  // whose rounding would compound (the Gated DeltaNet's log decay and beta,
+  // summed and multiplied over every token of the sequence).
+  virtual Tensor wide_tensor(int64_t rows, int64_t cols) { return tensor(rows, cols); }
+  virtual Tensor wide_from_host(std::span<const float> data, int64_t rows, int64_t cols) {
+    return from_host(data, rows, cols);
+  }
   virtual Tensor from_host(std::span<const float> data, int64_t rows, int64_t cols) = 0;
   virtual std::vector<float> to_host(const Tensor& t) = 0;
   // Rows `ids` of an embedding table.
@@ -154,6 +184,10 @@ class Backend {
                          const Tensor& v, const AttentionShape& s, Tensor& out) = 0;
   // x *= sigmoid(gate)
   virtual void sigmoid_mul(Tensor& x, const Tensor& gate) = 0;
+
+  // The next token of each row of `logits` [n, vocab] (picks.size() == n),
+  // chosen where the logits are, so only the ids cross to the host.
+  virtual std::vector<int32_t> pick_tokens(const Tensor& logits, std::span<const TokenPick> picks) = 0;
 
   // Every moe() call records its routing to `log`, or takes it from it; null turns that off.
   void set_route_log(RouteLog* log) { route_log_ = log; }

@@ -18,10 +18,10 @@ bool device_available(Device device, std::string* why) {
 #endif
 }
 
-std::shared_ptr<Backend> make_backend(Device device, const cpu::CpuOptions& cpu) {
-  if (device == Device::Cpu) return std::make_shared<cpu::CpuBackend>(cpu::make_cpu_context(cpu));
+std::shared_ptr<Backend> make_backend(Device device, const BackendOptions& o) {
+  if (device == Device::Cpu) return std::make_shared<cpu::CpuBackend>(cpu::make_cpu_context(o.cpu));
 #ifdef LILY_HAVE_CUDA
-  return cuda::make_backend(0);
+  return cuda::make_backend(0, o.float_activations ? DType::F32 : DType::BF16);
 #else
   std::string why;
   device_available(device, &why);

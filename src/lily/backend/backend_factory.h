@@ -11,8 +11,13 @@
 
 namespace lily {
 
-// `cpu`: the CPU backend's options (ISA level, threads, int8), unused for a GPU.
-std::shared_ptr<Backend> make_backend(Device device, const cpu::CpuOptions& cpu = {});
+struct BackendOptions {
+  cpu::CpuOptions cpu;  // the CPU backend's ISA level, threads and int8 choice
+  // The GPU keeps activations in bf16 (fp32 accumulation); true keeps them in fp32.
+  bool float_activations = false;
+};
+
+std::shared_ptr<Backend> make_backend(Device device, const BackendOptions& options = {});
 
 // Whether make_backend(device) can succeed here; `why` says why not.
 bool device_available(Device device, std::string* why = nullptr);

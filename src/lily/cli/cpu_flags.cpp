@@ -11,7 +11,7 @@ void CpuFlags::add_to(CLI::App* app) {
                 "round the inputs of 4/8-bit products to int8 (the default where the CPU has AVX2 or "
                 "AVX-512 VNNI; an error where it has neither)");
   app->add_flag("--float-activations", float_activations,
-                "keep the inputs of 4/8-bit products in float: exact, slower");
+                "keep activations in float: the exact float path on the CPU (no int8 inputs), fp32 instead of bf16 on a GPU");
   app->add_flag("--no-mmap", no_mmap,
                 "read the weights into memory of their own (huge pages) instead of mapping the files: "
                 "slower to load, faster to decode");

@@ -12,7 +12,12 @@ void DeviceFlag::add_to(CLI::App* app) {
 Device DeviceFlag::device() const { return parse_device(name); }
 
 std::shared_ptr<Backend> DeviceFlag::backend(const CpuFlags* cpu) const {
-  return make_backend(device(), cpu ? cpu->options() : cpu::CpuOptions{});
+  BackendOptions o;
+  if (cpu) {
+    o.cpu = cpu->options();
+    o.float_activations = cpu->float_activations;
+  }
+  return make_backend(device(), o);
 }
 
 }  // namespace lily::cli

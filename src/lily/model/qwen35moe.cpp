@@ -126,8 +126,23 @@ std::vector<float> Qwen35MoeForward::prefill_batch(std::span<const std::vector<i
   return run(tokens, segs, ForwardMode::Prompt, LogitsFor::LastOfEachSequence);
 }
 
+int32_t Qwen35MoeForward::forward_pick(std::span<const int32_t> tokens, SequenceState& state, ForwardMode mode,
+                                       const TokenPick& pick) {
+  check_tokens(tokens);
+  if (mode == ForwardMode::Decode && tokens.size() != 1)
+    throw Error("a decode step takes one token per sequence, not " + std::to_string(tokens.size()));
+  const Segment seg{&state, 0, static_cast<int64_t>(tokens.size())};
+  const Tensor logits = run_logits(tokens, std::span<const Segment>(&seg, 1), mode, LogitsFor::LastPosition);
+  return backend_->pick_tokens(logits, std::span<const TokenPick>(&pick, 1))[0];
+}
+
 std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::span<const Segment> segs,
                                          ForwardMode mode, LogitsFor which) {
+  return backend_->to_host(run_logits(tokens, segs, mode, which));
+}
+
+Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
+                                    LogitsFor which) {
   Backend& B = *backend_;
   const ModelWeights& w = weights_;
   const int64_t T = static_cast<int64_t>(tokens.size()), H = cfg_.hidden_size;
@@ -165,7 +180,7 @@ std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::s
   B.rmsnorm(last, w.final_norm, eps, normed);
   const bool whole_prompt = which == LogitsFor::AllPositions && rows > 1;
   B.matmul(normed, w.lm_head, logits, whole_prompt ? kind : RowKind::Tokens);
-  return B.to_host(logits);
+  return logits;
 }
 
 void Qwen35MoeForward::gated_delta_net(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x,
@@ -174,7 +189,7 @@ void Qwen35MoeForward::gated_delta_net(int64_t layer, std::span<const SeqSlice> 
   const GatedDeltaNetWeights& g = weights_.layers[layer].gdn;
   const int64_t T = x.rows, C = cfg_.gdn_conv_dim(), VD = cfg_.gdn_value_dim(), Hv = cfg_.linear_num_value_heads;
 
-  Tensor qkv = B.tensor(T, C), z = B.tensor(T, VD), beta = B.tensor(T, Hv), decay = B.tensor(T, Hv);
+  Tensor qkv = B.tensor(T, C), z = B.tensor(T, VD), beta = B.wide_tensor(T, Hv), decay = B.wide_tensor(T, Hv);
   const MatmulJob in_proj[] = {{&x, &g.in_qkv, &qkv}, {&x, &g.in_z, &z}, {&x, &g.in_b, &beta}, {&x, &g.in_a, &decay}};
   B.matmul_batch(in_proj, kind);
   Tensor mixed = B.tensor(T, C);

@@ -42,6 +42,9 @@ class Qwen35MoeForward {
   // One token is taken as a decode step, more as a prompt.
   std::vector<float> forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which);
   std::vector<float> forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, ForwardMode mode);
+  // The same, for the last position, with the next token chosen by the
+  // backend where the logits are (only the id crosses to the host).
+  int32_t forward_pick(std::span<const int32_t> tokens, SequenceState& state, ForwardMode mode, const TokenPick& pick);
 
   // One decode step for several sequences: tokens[i] continues *states[i].
   // Returns logits [n, vocab]; row i is bit for bit what forward() gives for
@@ -67,6 +70,7 @@ class Qwen35MoeForward {
   };
   std::vector<float> run(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
                          LogitsFor which);
+  Tensor run_logits(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode, LogitsFor which);
   void check_tokens(std::span<const int32_t> tokens) const;
   void gated_delta_net(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);
   void attention(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);

@@ -51,17 +51,32 @@ bool Continuation::allowed(int32_t token) const {
 std::string Continuation::flush() { return stops_.push(decoder_.finish()) + stops_.finish(); }
 
 Continuation::Step Continuation::next(std::vector<float>& logits) {
-  Step s;
   const std::vector<float> raw = p_.top_logprobs >= 0 ? logits : std::vector<float>();
   const int32_t tok = json_ ? sampler_.sample(logits, [this](int32_t t) { return allowed(t); }) : sampler_.sample(logits);
   if (tok < 0) {  // the constraint left nothing: end rather than break it
+    Step s;
     s.text = flush();
     s.finish_reason = "stop";
     return s;
   }
+  Step s = accept(tok);
+  if (p_.top_logprobs >= 0) s.logprob = logprobs_of(raw, tok, p_.top_logprobs);
+  return s;
+}
+
+bool Continuation::picks_anywhere() const { return !json_ && p_.top_logprobs < 0; }
+
+TokenPick Continuation::plan() { return sampler_.plan(engine_.model().config().vocab_size); }
+
+Continuation::Step Continuation::picked(int32_t tok) {
+  sampler_.record(tok);
+  return accept(tok);
+}
+
+Continuation::Step Continuation::accept(int32_t tok) {
+  Step s;
   ++generated_;
   tokens_.push_back(tok);
-  if (p_.top_logprobs >= 0) s.logprob = logprobs_of(raw, tok, p_.top_logprobs);
   const auto& ids = engine_.stop_ids();
   if (std::find(ids.begin(), ids.end(), tok) != ids.end()) {
     s.text = flush();

@@ -48,11 +48,18 @@ class Continuation {
   };
   // Takes the logits of the last fed token (modified in place).
   Step next(std::vector<float>& logits);
+  // Without a JSON constraint or log-probabilities nothing needs the logits
+  // on the host: the backend can choose the token where they are, following
+  // plan(), and picked() takes it in place of next().
+  bool picks_anywhere() const;
+  TokenPick plan();
+  Step picked(int32_t token);
 
   int64_t generated() const { return generated_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
  private:
+  Step accept(int32_t token);  // a token chosen and recorded: stops, text, length
   bool allowed(int32_t token) const;
   std::string flush();
 

@@ -17,8 +17,16 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
   cp.stop = req.stop;
   Continuation cont(engine, cp, req.prompt);
 
+  // Where nothing needs the logits on the host, the backend picks each token
+  // where they are (on a GPU only the id comes back).
+  const bool pick = cont.picks_anywhere();
   const auto t0 = clock::now();
-  std::vector<float> logits = session.prefill(req.prompt, req.checkpoint_at);
+  std::vector<float> logits;
+  int32_t next = -1;
+  if (pick)
+    next = session.prefill_pick(req.prompt, req.checkpoint_at, cont.plan());
+  else
+    logits = session.prefill(req.prompt, req.checkpoint_at);
   r.reused_tokens = static_cast<int64_t>(session.reused_tokens());
   const auto t1 = clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -28,7 +36,7 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
       r.finish_reason = "cancelled";
       break;
     }
-    Continuation::Step s = cont.next(logits);
+    Continuation::Step s = pick ? cont.picked(next) : cont.next(logits);
     if (!s.text.empty()) {
       r.text += s.text;
       if (!on_text(s.text)) {
@@ -40,7 +48,10 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
       r.finish_reason = s.finish_reason;
       break;
     }
-    logits = session.step(s.feed);
+    if (pick)
+      next = session.step_pick(s.feed, cont.plan());
+    else
+      logits = session.step(s.feed);
   }
   r.tokens = cont.tokens();
   r.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "lily/backend/token_pick.h"
 #include "lily/error.h"
 #include "lily/io/bounded_input.h"
 
@@ -62,100 +63,78 @@ void Sampler::set_context(std::span<const int32_t> tokens) {
   }
 }
 
+TokenPick Sampler::plan(int64_t vocab) {
+  TokenPick t;
+  t.temperature = p_.temperature;
+  t.top_k = p_.top_k;
+  t.top_p = p_.top_p;
+  t.min_p = p_.min_p;
+  t.repetition_penalty = static_cast<float>(p_.repetition_penalty);
+  std::map<int32_t, LogitAdjust> adj;  // one entry per id, in id order
+  auto at = [&](int32_t id) -> LogitAdjust& {
+    LogitAdjust& a = adj[id];
+    a.id = id;
+    return a;
+  };
+  for (const auto& [id, bias] : p_.logit_bias)
+    if (id >= 0 && id < vocab) at(id).bias += bias;
+  if (p_.repetition_penalty != 1.0)
+    for (int32_t id : seen_)
+      if (id < vocab) at(id).repeated = true;
+  for (const auto& [id, n] : generated_counts_)
+    if (id < vocab && (p_.presence_penalty != 0 || p_.frequency_penalty != 0))
+      at(id).subtract += static_cast<float>(p_.presence_penalty + p_.frequency_penalty * n);
+  for (const auto& [id, a] : adj) t.adjust.push_back(a);
+  if (t.temperature > 0) t.u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  return t;
+}
+
+void Sampler::record(int32_t token) {
+  generated_counts_[token]++;
+  set_context(std::span<const int32_t>(&token, 1));
+}
+
 int32_t Sampler::sample(std::vector<float>& logits) { return sample(logits, nullptr); }
 
 int32_t Sampler::sample(std::vector<float>& logits, const std::function<bool(int32_t)>& allowed) {
   const int64_t V = static_cast<int64_t>(logits.size());
-  for (const auto& [id, bias] : p_.logit_bias)
-    if (id >= 0 && id < V) logits[id] += bias;
-  if (p_.repetition_penalty != 1.0) {
-    const float rp = static_cast<float>(p_.repetition_penalty);
-    for (int32_t t : seen_)
-      if (t < V) logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+  TokenPick t = plan(V);
+  if (!allowed) {
+    const int32_t pick = pick_token(logits, t);
+    record(pick);
+    return pick;
   }
-  for (const auto& [t, n] : generated_counts_) {
-    if (t >= V) continue;
-    logits[t] -= static_cast<float>(p_.presence_penalty + p_.frequency_penalty * n);
+  // Constrained: the adjustments go into the logits, then refused tokens are struck out.
+  for (const LogitAdjust& a : t.adjust) {
+    float v = logits[a.id] + a.bias;
+    if (a.repeated) v = v > 0 ? v / t.repetition_penalty : v * t.repetition_penalty;
+    logits[a.id] = v - a.subtract;
   }
-
+  t.adjust.clear();
+  // Out of the allowed tokens the best is found by logit first; only that
+  // search can be long, and it is over once one token passes.
+  std::vector<int32_t> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  size_t first = 0;
+  while (first < order.size() && !allowed(order[first])) logits[order[first++]] = -INFINITY;
+  if (first == order.size()) return -1;
   int32_t pick = -1;
-  if (allowed) {
-    // Out of the allowed tokens the best is found by logit first; only that
-    // search can be long, and it is over once one token passes.
-    std::vector<int32_t> order(static_cast<size_t>(V));
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(),
-              [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-    size_t first = 0;
-    while (first < order.size() && !allowed(order[first])) logits[order[first++]] = -INFINITY;
-    if (first == order.size()) return -1;
-    if (p_.temperature == 0) {
-      pick = order[first];
-    } else {
-      for (int tries = 0; tries < 64 && pick < 0; ++tries) {
-        const int32_t t = draw(logits);
-        if (allowed(t)) pick = t;
-        else logits[t] = -INFINITY;
-      }
-      if (pick < 0) pick = order[first];
-    }
-  } else if (p_.temperature == 0) {
-    pick = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (p_.temperature == 0) {
+    pick = order[first];
   } else {
-    pick = draw(logits);
+    for (int tries = 0; tries < 64 && pick < 0; ++tries) {
+      if (tries > 0) t.u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+      const int32_t c = pick_token(logits, t);
+      if (allowed(c))
+        pick = c;
+      else
+        logits[c] = -INFINITY;
+    }
+    if (pick < 0) pick = order[first];
   }
-  generated_counts_[pick]++;
-  set_context(std::span<const int32_t>(&pick, 1));
-  return pick;
-}
-
-int32_t Sampler::draw(const std::vector<float>& logits) {
-  const int64_t V = static_cast<int64_t>(logits.size());
-  int32_t pick;
-  {
-    // Candidates sorted by logit; top-k first as it bounds the work.
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    std::iota(idx.begin(), idx.end(), 0);
-    const int64_t k = p_.top_k > 0 ? std::min(p_.top_k, V) : V;
-    auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
-    idx.resize(static_cast<size_t>(k));
-    const double inv_t = 1.0 / p_.temperature;
-    const double mx = logits[idx[0]];
-    std::vector<double> prob(idx.size());
-    double sum = 0;
-    for (size_t i = 0; i < idx.size(); ++i) sum += prob[i] = std::exp((logits[idx[i]] - mx) * inv_t);
-    for (double& x : prob) x /= sum;
-    size_t keep = prob.size();
-    if (p_.top_p < 1.0) {
-      double acc = 0;
-      for (size_t i = 0; i < prob.size(); ++i) {
-        acc += prob[i];
-        if (acc >= p_.top_p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    if (p_.min_p > 0) {
-      const double floor = p_.min_p * prob[0];
-      size_t n = 1;
-      while (n < keep && prob[n] >= floor) ++n;
-      keep = n;
-    }
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += prob[i];
-    std::uniform_real_distribution<double> u(0.0, total);
-    double r = u(rng_), acc = 0;
-    pick = idx[keep - 1];
-    for (size_t i = 0; i < keep; ++i) {
-      acc += prob[i];
-      if (r < acc) {
-        pick = idx[i];
-        break;
-      }
-    }
-  }
+  record(pick);
   return pick;
 }
 

@@ -1,7 +1,8 @@
 // Turns logits into the next token: logit bias, repetition / presence /
 // frequency penalties, temperature, top-k, top-p, min-p, then a draw from a
 // seeded generator (or the argmax when temperature is 0), so runs with the
-// same seed are reproducible.
+// same seed are reproducible. The choice itself is a TokenPick (backend.h):
+// made here on host logits, or by the backend where the logits are.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "lily/backend/backend.h"
 
 namespace lily {
 
@@ -41,6 +44,11 @@ class Sampler {
 
   // Tokens that count for the repetition penalty (the prompt) before generation starts.
   void set_context(std::span<const int32_t> tokens);
+  // The next choice: this sampler's adjustments (bias, penalties over what it
+  // has seen) and a fresh uniform draw. Follow it with record().
+  TokenPick plan(int64_t vocab);
+  // The token chosen (here or by a backend), for the penalties that follow.
+  void record(int32_t token);
   // Picks a token from `logits` (modified in place) and records it.
   int32_t sample(std::vector<float>& logits);
   // The same, among the tokens `allowed` accepts (constrained output): a
@@ -51,9 +59,6 @@ class Sampler {
   const SamplingParams& params() const { return p_; }
 
  private:
-  // A draw from the temperature / top-k / top-p / min-p distribution of `logits`.
-  int32_t draw(const std::vector<float>& logits);
-
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> generated_counts_;

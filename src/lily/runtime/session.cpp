@@ -26,7 +26,7 @@ std::vector<float> Session::feed(std::span<const int32_t> toks, ForwardMode mode
   return logits;
 }
 
-std::vector<float> Session::prefill(const std::vector<int32_t>& prompt, size_t checkpoint_at) {
+std::span<const int32_t> Session::prepare(const std::vector<int32_t>& prompt, size_t checkpoint_at) {
   if (prompt.empty()) throw Error("the prompt is empty");
   // At least the last prompt token must be computed to have its logits.
   if (!(is_prefix(tokens_, prompt) && tokens_.size() < prompt.size())) {
@@ -39,16 +39,34 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& prompt, size_t c
   }
   reused_ = tokens_.size();
   const std::span<const int32_t> all(prompt);
-  std::vector<float> logits;
   if (checkpoint_at > tokens_.size() && checkpoint_at < prompt.size()) {
     feed(all.subspan(tokens_.size(), checkpoint_at - tokens_.size()), ForwardMode::Prompt);
     checkpoint_ = Checkpoint{state_, tokens_};
-  } else if (checkpoint_at == prompt.size()) {
-    logits = feed(all.subspan(tokens_.size()), ForwardMode::Prompt);
-    checkpoint_ = Checkpoint{state_, tokens_};
-    return logits;
   }
-  return feed(all.subspan(tokens_.size()), ForwardMode::Prompt);
+  checkpoint_after_ = checkpoint_at == prompt.size();
+  return all.subspan(tokens_.size());
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& prompt, size_t checkpoint_at) {
+  const std::vector<float> logits = feed(prepare(prompt, checkpoint_at), ForwardMode::Prompt);
+  if (checkpoint_after_) checkpoint_ = Checkpoint{state_, tokens_};
+  return logits;
+}
+
+int32_t Session::prefill_pick(const std::vector<int32_t>& prompt, size_t checkpoint_at, const TokenPick& pick) {
+  const int32_t token = feed_pick(prepare(prompt, checkpoint_at), ForwardMode::Prompt, pick);
+  if (checkpoint_after_) checkpoint_ = Checkpoint{state_, tokens_};
+  return token;
+}
+
+int32_t Session::step_pick(int32_t token, const TokenPick& pick) {
+  return feed_pick(std::span<const int32_t>(&token, 1), ForwardMode::Decode, pick);
+}
+
+int32_t Session::feed_pick(std::span<const int32_t> toks, ForwardMode mode, const TokenPick& pick) {
+  const int32_t next = fwd_.forward_pick(toks, state_, mode, pick);
+  tokens_.insert(tokens_.end(), toks.begin(), toks.end());
+  return next;
 }
 
 std::vector<float> Session::step(int32_t token) { return feed(std::span<const int32_t>(&token, 1), ForwardMode::Decode); }

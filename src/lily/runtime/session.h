@@ -26,6 +26,9 @@ class Session {
   std::vector<float> prefill(const std::vector<int32_t>& prompt, size_t checkpoint_at = 0);
   // Feeds one generated token; returns the next logits.
   std::vector<float> step(int32_t token);
+  // The same two, returning the next token the backend picks where the logits are.
+  int32_t prefill_pick(const std::vector<int32_t>& prompt, size_t checkpoint_at, const TokenPick& pick);
+  int32_t step_pick(int32_t token, const TokenPick& pick);
   void reset();
 
   size_t reused_tokens() const { return reused_; }  // of the last prefill
@@ -34,6 +37,10 @@ class Session {
 
  private:
   std::vector<float> feed(std::span<const int32_t> toks, ForwardMode mode);
+  int32_t feed_pick(std::span<const int32_t> toks, ForwardMode mode, const TokenPick& pick);
+  // Restores the longest reusable prefix of `prompt`, computes up to a
+  // checkpoint inside it when asked, and returns what is left to compute.
+  std::span<const int32_t> prepare(const std::vector<int32_t>& prompt, size_t checkpoint_at);
 
   const Model& model_;
   Qwen35MoeForward fwd_;
@@ -45,6 +52,7 @@ class Session {
   };
   std::optional<Checkpoint> checkpoint_;
   size_t reused_ = 0;
+  bool checkpoint_after_ = false;  // the prompt being prefilled ends at its checkpoint
 };
 
 }  // namespace lily

@@ -10,6 +10,7 @@
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/moe.h"
 #include "lily/backend/cpu/read_bandwidth.h"
+#include "lily/backend/token_pick.h"
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/error.h"
 
@@ -223,6 +224,16 @@ void CpuBackend::sigmoid_mul(Tensor& x, const Tensor& gate) {
   float* a = x.f32();
   const float* g = gate.f32();
   for (int64_t i = 0; i < x.numel(); ++i) a[i] *= sigmoid(g[i]);
+}
+
+std::vector<int32_t> CpuBackend::pick_tokens(const Tensor& logits, std::span<const TokenPick> picks) {
+  if (static_cast<int64_t>(picks.size()) != logits.rows)
+    throw Error("pick_tokens: " + std::to_string(picks.size()) + " picks for " + std::to_string(logits.rows) + " rows");
+  std::vector<int32_t> out;
+  for (int64_t r = 0; r < logits.rows; ++r)
+    out.push_back(pick_token(std::span<const float>(logits.f32() + r * logits.cols, static_cast<size_t>(logits.cols)),
+                             picks[static_cast<size_t>(r)]));
+  return out;
 }
 
 }  // namespace lily::cpu

@@ -55,6 +55,7 @@ class CpuBackend : public Backend {
   void attention(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionShape& s, Tensor& out) override;
   void sigmoid_mul(Tensor& x, const Tensor& gate) override;
+  std::vector<int32_t> pick_tokens(const Tensor& logits, std::span<const TokenPick> picks) override;
 
  private:
   const std::vector<float>& inv_freq(double theta, int64_t rotary_dim);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "lily/backend/cpu/attention.h"
@@ -113,7 +114,7 @@ DevMatrix dev(const Matrix& m) {
 
 struct KvBuffer {
   std::shared_ptr<void> mem;
-  size_t used = 0, capacity = 0;  // floats
+  size_t used = 0, capacity = 0;  // elements of the activation type
 };
 
 class CudaState : public StateStorage {
@@ -123,7 +124,9 @@ class CudaState : public StateStorage {
     size_t conv_n = 0, recurrent_n = 0;
     KvBuffer keys, values;
   };
-  CudaState(std::shared_ptr<Pool> pool, const StateLayout& l, cudaStream_t s) : pool_(std::move(pool)), stream_(s) {
+  // `elem`: bytes of an activation (the KV cache holds activations; the GDN state is fp32).
+  CudaState(std::shared_ptr<Pool> pool, const StateLayout& l, size_t elem, cudaStream_t s)
+      : pool_(std::move(pool)), stream_(s), elem_(elem) {
     layers_.resize(l.delta_layer.size());
     for (size_t i = 0; i < layers_.size(); ++i)
       if (l.delta_layer[i]) {
@@ -136,18 +139,18 @@ class CudaState : public StateStorage {
     reset();
   }
   std::unique_ptr<StateStorage> clone() const override {
-    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, stream_));
+    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, stream_));
     c->layers_.resize(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& a = layers_[i];
       Layer& b = c->layers_[i];
       b.conv_n = a.conv_n;
       b.recurrent_n = a.recurrent_n;
-      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n);
-      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n);
+      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n * sizeof(float));
+      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n * sizeof(float));
       for (auto [from, to] : {std::pair{&a.keys, &b.keys}, std::pair{&a.values, &b.values}}) {
         to->used = to->capacity = from->used;
-        if (from->used) to->mem = copy(from->mem.get(), from->used);
+        if (from->used) to->mem = copy(from->mem.get(), from->used * elem_);
       }
     }
     return c;
@@ -161,34 +164,36 @@ class CudaState : public StateStorage {
   }
   size_t bytes() const override {
     size_t n = sizeof(*this);
-    for (const Layer& l : layers_) n += (l.conv_n + l.recurrent_n + l.keys.capacity + l.values.capacity) * sizeof(float);
+    for (const Layer& l : layers_)
+      n += (l.conv_n + l.recurrent_n) * sizeof(float) + (l.keys.capacity + l.values.capacity) * elem_;
     return n;
   }
   Layer& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
-  // Appends n floats from device memory to a cache, growing it by doubling.
-  void append(KvBuffer& b, const float* src, size_t n) {
+  // Appends n activations from device memory to a cache, growing it by doubling.
+  void append(KvBuffer& b, const void* src, size_t n) {
     if (b.used + n > b.capacity) {
       size_t cap = b.capacity ? b.capacity : 4096;
       while (cap < b.used + n) cap *= 2;
-      auto mem = device_block(pool_, cap * sizeof(float));
-      if (b.used) check(cudaMemcpyAsync(mem.get(), b.mem.get(), b.used * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "KV grow");
+      auto mem = device_block(pool_, cap * elem_);
+      if (b.used) check(cudaMemcpyAsync(mem.get(), b.mem.get(), b.used * elem_, cudaMemcpyDeviceToDevice, stream_), "KV grow");
       b.mem = std::move(mem);
       b.capacity = cap;
     }
-    check(cudaMemcpyAsync(static_cast<float*>(b.mem.get()) + b.used, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
+    check(cudaMemcpyAsync(static_cast<uint8_t*>(b.mem.get()) + b.used * elem_, src, n * elem_, cudaMemcpyDeviceToDevice,
                           stream_), "KV append");
     b.used += n;
   }
 
  private:
-  CudaState(std::shared_ptr<Pool> pool, cudaStream_t s) : pool_(std::move(pool)), stream_(s) {}
-  std::shared_ptr<void> copy(const void* src, size_t n) const {
-    auto mem = device_block(pool_, n * sizeof(float));
-    check(cudaMemcpyAsync(mem.get(), src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "state copy");
+  CudaState(std::shared_ptr<Pool> pool, size_t elem, cudaStream_t s) : pool_(std::move(pool)), stream_(s), elem_(elem) {}
+  std::shared_ptr<void> copy(const void* src, size_t bytes) const {
+    auto mem = device_block(pool_, bytes);
+    check(cudaMemcpyAsync(mem.get(), src, bytes, cudaMemcpyDeviceToDevice, stream_), "state copy");
     return mem;
   }
   std::shared_ptr<Pool> pool_;
   cudaStream_t stream_;
+  size_t elem_;
   std::vector<Layer> layers_;
 };
 
@@ -196,7 +201,9 @@ CudaState& state_of(const SeqSlice& s) { return static_cast<CudaState&>(*s.state
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(int ordinal) : device_(ordinal) {
+  CudaBackend(int ordinal, DType activations) : device_(ordinal), act_(activations) {
+    if (act_ != DType::F32 && act_ != DType::BF16)
+      throw Error(std::string("the CUDA backend keeps activations in F32 or BF16, not ") + std::string(dtype_name(act_)));
     check(cudaSetDevice(ordinal), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     pool_ = std::make_shared<Pool>(ordinal);
@@ -236,7 +243,10 @@ class CudaBackend : public Backend {
     cudaEventDestroy(e1);
     return 2.0 * static_cast<double>(bytes) / (best / 1e3);
   }
-  std::string describe() const override { return "cuda:" + std::to_string(device_) + " (" + name_ + ")"; }
+  std::string describe() const override {
+    return "cuda:" + std::to_string(device_) + " (" + name_ + ", " + (act_ == DType::BF16 ? "bf16" : "fp32") +
+           " activations)";
+  }
 
   Matrix bind(const Matrix& host) override {
     if (host.device == Device::Cuda) return host;
@@ -268,12 +278,17 @@ class CudaBackend : public Backend {
   }
 
   std::unique_ptr<StateStorage> new_state(const StateLayout& layout) override {
-    return std::make_unique<CudaState>(pool_, layout, stream_);
+    return std::make_unique<CudaState>(pool_, layout, dtype_size(act_), stream_);
   }
 
-  Tensor tensor(int64_t rows, int64_t cols) override {
+  Tensor tensor(int64_t rows, int64_t cols) override { return buffer(rows, cols, act_); }
+  Tensor wide_tensor(int64_t rows, int64_t cols) override { return buffer(rows, cols, DType::F32); }
+
+  // Device memory from the pool viewed as [rows, cols] of `dtype`.
+  Tensor buffer(int64_t rows, int64_t cols, DType dtype) {
     Tensor t;
     t.device = Device::Cuda;
+    t.dtype = dtype;
     t.rows = rows;
     t.cols = cols;
     const size_t bytes = t.bytes();
@@ -284,17 +299,35 @@ class CudaBackend : public Backend {
     return t;
   }
 
+  Tensor wide_from_host(std::span<const float> data, int64_t rows, int64_t cols) override {
+    if (static_cast<int64_t>(data.size()) != rows * cols) throw Error("from_host: the data is not [rows, cols]");
+    Tensor t = buffer(rows, cols, DType::F32);
+    check(cudaMemcpyAsync(t.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
+    check(cudaStreamSynchronize(stream_), "from_host");
+    return t;
+  }
+
   Tensor from_host(std::span<const float> data, int64_t rows, int64_t cols) override {
     if (static_cast<int64_t>(data.size()) != rows * cols) throw Error("from_host: the data is not [rows, cols]");
-    Tensor t = tensor(rows, cols);
-    check(cudaMemcpyAsync(t.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
+    Tensor f32 = buffer(rows, cols, DType::F32);
+    check(cudaMemcpyAsync(f32.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
+    Tensor t = f32;
+    if (act_ == DType::BF16) {
+      t = tensor(rows, cols);
+      to_bf16(static_cast<const float*>(f32.data), t.numel(), ptr<bf16>(t), stream_);
+    }
     check(cudaStreamSynchronize(stream_), "from_host");
     return t;
   }
 
   std::vector<float> to_host(const Tensor& t) override {
     std::vector<float> out(static_cast<size_t>(t.numel()));
-    check(cudaMemcpyAsync(out.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
+    Tensor f32 = t;
+    if (t.dtype == DType::BF16) {
+      f32 = buffer(t.rows, t.cols, DType::F32);
+      to_float(ptr<bf16>(t), t.numel(), static_cast<float*>(f32.data), stream_);
+    }
+    check(cudaMemcpyAsync(out.data(), f32.data, f32.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
     check(cudaStreamSynchronize(stream_), "to_host");
     return out;
   }
@@ -302,24 +335,44 @@ class CudaBackend : public Backend {
   Tensor embed(const Matrix& table, std::span<const int32_t> ids) override {
     Tensor x = tensor(static_cast<int64_t>(ids.size()), table.cols);
     auto d_ids = staged(ids.data(), ids.size_bytes());
-    cuda::embed(dev(table), static_cast<const int32_t*>(d_ids.data), x.rows, f(x), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::embed(dev(table), static_cast<const int32_t*>(d_ids.data), x.rows, ptr<A>(x), stream_);
+    });
     return x;
   }
 
   Tensor gather(const Tensor& x, std::span<const int64_t> rows) override {
     Tensor out = tensor(static_cast<int64_t>(rows.size()), x.cols);
     auto d_rows = staged(rows.data(), rows.size_bytes());
-    gather_rows(f(x), x.cols, static_cast<const int64_t*>(d_rows.data), out.rows, f(out), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      gather_rows(ptr<A>(x), x.cols, static_cast<const int64_t*>(d_rows.data), out.rows, ptr<A>(out), stream_);
+    });
     return out;
   }
 
   void rmsnorm(const Tensor& x, const Vector& w, float eps, Tensor& y) override {
     const int64_t dim = static_cast<int64_t>(w.size());
-    cuda::rmsnorm(f(x), x.numel() / dim, dim, w.data(), eps, f(y), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::rmsnorm(ptr<A>(x), x.numel() / dim, dim, w.data(), eps, ptr<A>(y), stream_);
+    });
   }
-  void add(Tensor& x, const Tensor& y) override { cuda::add(f(x), f(y), x.numel(), stream_); }
+  void add(Tensor& x, const Tensor& y) override {
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::add(ptr<A>(x), ptr<A>(y), x.numel(), stream_);
+    });
+  }
   void matmul(const Tensor& x, const Matrix& w, Tensor& y, RowKind) override {
-    cuda::matmul(dev(w), f(x), x.rows, f(y), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      if (y.dtype == DType::F32)  // a wide output (wide_tensor)
+        cuda::matmul(dev(w), ptr<A>(x), x.rows, ptr<float>(y), stream_);
+      else
+        cuda::matmul(dev(w), ptr<A>(x), x.rows, ptr<A>(y), stream_);
+    });
   }
   void matmul_batch(std::span<const MatmulJob> jobs, RowKind kind) override {
     for (const MatmulJob& j : jobs) matmul(*j.x, *j.w, *j.y, kind);
@@ -328,48 +381,70 @@ class CudaBackend : public Backend {
   void moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind) override {
     const int64_t T = x.rows, H = x.cols, E = w.router->rows, per = k + 1;
     const ExpertTables& tab = tables(w);
-    Tensor logits = tensor(T, E);
-    cuda::matmul(dev(*w.router), f(x), T, f(logits), stream_);
-    Tensor ids = tensor(T, per), weights = tensor(T, per);  // int32 ids in a float-sized tensor
+    // the router's logits, ids and weights stay fp32 whatever the activations
+    Tensor logits = buffer(T, E, DType::F32);
+    Tensor ids = buffer(T, per, DType::I32), weights = buffer(T, per, DType::F32);
     auto* d_ids = static_cast<int32_t*>(ids.data);
-    route_topk(f(logits), T, E, k, per, d_ids, f(weights), stream_);
-    if (route_log_) replay_or_record(d_ids, f(weights), T, k, per);
-    shared_expert_weight(dev(*w.shared_expert_gate), f(x), T, per, k, f(weights), stream_);
-    Tensor act = tensor(T * per, tab.max_inter);
-    expert_gate_up(tab.gate, tab.up, d_ids, T, per, f(x), H, tab.max_inter, f(act), stream_);
-    expert_down(tab.down, d_ids, f(weights), T, per, f(act), tab.max_inter, H, f(y), stream_);
+    auto* d_w = static_cast<float*>(weights.data);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::matmul(dev(*w.router), ptr<A>(x), T, static_cast<float*>(logits.data), stream_);
+      route_topk(static_cast<const float*>(logits.data), T, E, k, per, d_ids, d_w, stream_);
+      if (route_log_) replay_or_record(d_ids, d_w, T, k, per);
+      shared_expert_weight(dev(*w.shared_expert_gate), ptr<A>(x), T, per, k, d_w, stream_);
+      Tensor acts = tensor(T * per, tab.max_inter);
+      expert_gate_up(tab.gate, tab.up, d_ids, T, per, ptr<A>(x), H, tab.max_inter, ptr<A>(acts), stream_);
+      expert_down(tab.down, d_ids, static_cast<const float*>(d_w), T, per, ptr<A>(acts), tab.max_inter, H, ptr<A>(y),
+                  stream_);
+    });
   }
 
   void conv_silu(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& x, const Vector& w, const DeltaShape& s,
                  Tensor& y) override {
     const int64_t C = x.cols;
-    for (const SeqSlice& q : seqs)
-      cuda::conv_silu(f(x) + q.row * C, q.rows, C, w.data(), s.conv_kernel,
-                      static_cast<float*>(state_of(q).layer(layer).conv.get()), f(y) + q.row * C, stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      for (const SeqSlice& q : seqs)
+        cuda::conv_silu(ptr<A>(x) + q.row * C, q.rows, C, w.data(), s.conv_kernel,
+                        static_cast<float*>(state_of(q).layer(layer).conv.get()), ptr<A>(y) + q.row * C, stream_);
+    });
   }
 
   void delta_gates(Tensor& mixed, Tensor& beta, Tensor& decay, const Vector& neg_exp_a, const Vector& dt_bias,
                    const DeltaShape& s) override {
-    cuda::delta_gates(f(mixed), mixed.rows, mixed.cols, s.key_heads, s.key_dim, f(beta), f(decay), s.value_heads,
-                      neg_exp_a.data(), dt_bias.data(), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::delta_gates(ptr<A>(mixed), mixed.rows, mixed.cols, s.key_heads, s.key_dim, ptr<float>(beta), ptr<float>(decay),
+                        s.value_heads, neg_exp_a.data(), dt_bias.data(), stream_);
+    });
   }
 
   void delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& mixed, const Tensor& decay,
                   const Tensor& beta, const DeltaShape& s, RowKind, Tensor& out) override {
     const int64_t C = mixed.cols, Hv = s.value_heads, VD = Hv * s.value_dim;
-    for (const SeqSlice& q : seqs)
-      cuda::delta_rule(f(mixed) + q.row * C, C, f(decay) + q.row * Hv, f(beta) + q.row * Hv, q.rows, s.key_heads, Hv,
-                       s.key_dim, s.value_dim, static_cast<float*>(state_of(q).layer(layer).recurrent.get()),
-                       f(out) + q.row * VD, stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      for (const SeqSlice& q : seqs)
+        cuda::delta_rule(ptr<A>(mixed) + q.row * C, C, ptr<float>(decay) + q.row * Hv, ptr<float>(beta) + q.row * Hv, q.rows,
+                         s.key_heads, Hv, s.key_dim, s.value_dim,
+                         static_cast<float*>(state_of(q).layer(layer).recurrent.get()), ptr<A>(out) + q.row * VD,
+                         stream_);
+    });
   }
 
   void gated_rmsnorm(const Tensor& x, const Tensor& z, const Vector& w, float eps, Tensor& y) override {
     const int64_t dim = static_cast<int64_t>(w.size());
-    cuda::gated_rmsnorm(f(x), f(z), x.numel() / dim, dim, w.data(), eps, f(y), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::gated_rmsnorm(ptr<A>(x), ptr<A>(z), x.numel() / dim, dim, w.data(), eps, ptr<A>(y), stream_);
+    });
   }
 
   void split_query_gate(const Tensor& qg, int64_t heads, int64_t hd, Tensor& q, Tensor& gate) override {
-    cuda::split_query_gate(f(qg), qg.rows, heads, hd, f(q), f(gate), stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::split_query_gate(ptr<A>(qg), qg.rows, heads, hd, ptr<A>(q), ptr<A>(gate), stream_);
+    });
   }
 
   void rope(Tensor& x, int64_t heads, std::span<const SeqSlice> seqs, const AttentionShape& s) override {
@@ -377,26 +452,70 @@ class CudaBackend : public Backend {
     for (const SeqSlice& q : seqs)
       for (int64_t t = 0; t < q.rows; ++t) pos[static_cast<size_t>(q.row + t)] = q.position + t;
     auto d_pos = staged(pos.data(), pos.size() * sizeof(int64_t));
-    cuda::rope(f(x), x.rows, heads, s.head_dim, s.rotary_dim, inv_freq(s), static_cast<const int64_t*>(d_pos.data),
-               stream_);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::rope(ptr<A>(x), x.rows, heads, s.head_dim, s.rotary_dim, inv_freq(s),
+                 static_cast<const int64_t*>(d_pos.data), stream_);
+    });
   }
 
   void attention(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionShape& s, Tensor& out) override {
     const int64_t nh = s.heads, nkv = s.kv_heads, hd = s.head_dim;
-    for (const SeqSlice& sq : seqs) {
-      CudaState& st = state_of(sq);
-      CudaState::Layer& L = st.layer(layer);
-      const size_t n = static_cast<size_t>(sq.rows * nkv * hd);
-      st.append(L.keys, f(k) + sq.row * nkv * hd, n);
-      st.append(L.values, f(v) + sq.row * nkv * hd, n);
-      cuda::attention(f(q) + sq.row * nh * hd, sq.rows, sq.position, static_cast<const float*>(L.keys.mem.get()),
-                      static_cast<const float*>(L.values.mem.get()), nh, nkv, hd,
-                      1.0f / std::sqrt(static_cast<float>(hd)), f(out) + sq.row * nh * hd, stream_);
-    }
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      for (const SeqSlice& sq : seqs) {
+        CudaState& st = state_of(sq);
+        CudaState::Layer& L = st.layer(layer);
+        const size_t n = static_cast<size_t>(sq.rows * nkv * hd);
+        st.append(L.keys, ptr<A>(k) + sq.row * nkv * hd, n);
+        st.append(L.values, ptr<A>(v) + sq.row * nkv * hd, n);
+        cuda::attention(ptr<A>(q) + sq.row * nh * hd, sq.rows, sq.position, static_cast<const A*>(L.keys.mem.get()),
+                        static_cast<const A*>(L.values.mem.get()), nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
+                        ptr<A>(out) + sq.row * nh * hd, stream_);
+      }
+    });
   }
 
-  void sigmoid_mul(Tensor& x, const Tensor& gate) override { cuda::sigmoid_mul(f(x), f(gate), x.numel(), stream_); }
+  void sigmoid_mul(Tensor& x, const Tensor& gate) override {
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::sigmoid_mul(ptr<A>(x), ptr<A>(gate), x.numel(), stream_);
+    });
+  }
+
+  std::vector<int32_t> pick_tokens(const Tensor& logits, std::span<const TokenPick> picks) override {
+    const int64_t n = logits.rows, V = logits.cols;
+    if (static_cast<int64_t>(picks.size()) != n)
+      throw Error("pick_tokens: " + std::to_string(picks.size()) + " picks for " + std::to_string(n) + " rows");
+    std::vector<PickParams> params;
+    std::vector<PickAdjust> adjust;
+    std::vector<int32_t> start = {0};
+    for (const TokenPick& p : picks) {
+      params.push_back({p.temperature, p.top_p, p.min_p, p.u, p.top_k});
+      for (const LogitAdjust& a : p.adjust) {
+        if (a.id < 0 || a.id >= V) throw Error("pick_tokens: an adjustment of token " + std::to_string(a.id) + " outside the vocabulary");
+        adjust.push_back({a.id, a.bias, a.subtract, a.repeated ? 1 : 0, p.repetition_penalty});
+      }
+      start.push_back(static_cast<int32_t>(adjust.size()));
+    }
+    Tensor rows = logits;
+    if (logits.dtype == DType::BF16) {
+      rows = buffer(n, V, DType::F32);
+      to_float(ptr<bf16>(logits), n * V, static_cast<float*>(rows.data), stream_);
+    }
+    auto d_params = staged(params.data(), params.size() * sizeof(PickParams));
+    auto d_adjust = staged(adjust.data(), adjust.size() * sizeof(PickAdjust));
+    auto d_start = staged(start.data(), start.size() * sizeof(int32_t));
+    Tensor work = buffer(n, V, DType::F32), ids = buffer(1, n, DType::I32);
+    cuda::pick_tokens(static_cast<const float*>(rows.data), n, V, static_cast<const PickParams*>(d_params.data),
+                      static_cast<const PickAdjust*>(d_adjust.data), static_cast<const int32_t*>(d_start.data),
+                      static_cast<float*>(work.data), static_cast<int32_t*>(ids.data), stream_);
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    check(cudaMemcpyAsync(out.data(), ids.data, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "pick_tokens");
+    check(cudaStreamSynchronize(stream_), "pick_tokens");
+    return out;
+  }
 
  private:
   // Keyed by the router's device address; the entry holds the router's
@@ -409,9 +528,22 @@ class CudaBackend : public Backend {
     int64_t max_inter;
   };
 
-  static float* f(const Tensor& t) {
-    if (t.device != Device::Cuda || t.dtype != DType::F32) throw Error("the CUDA backend was given a tensor of the " + std::string(device_name(t.device)));
-    return static_cast<float*>(t.data);
+  // Runs fn with a tag whose ::type is the activation type.
+  template <class F>
+  void act(F&& fn) const {
+    if (act_ == DType::BF16)
+      fn(std::type_identity<bf16>{});
+    else
+      fn(std::type_identity<float>{});
+  }
+
+  template <class A>
+  static A* ptr(const Tensor& t) {
+    const DType want = std::is_same_v<A, bf16> ? DType::BF16 : DType::F32;
+    if (t.device != Device::Cuda || t.dtype != want)
+      throw Error(std::string("the CUDA backend was given a tensor of ") + std::string(dtype_name(t.dtype)) + " on the " +
+                  device_name(t.device) + " where it keeps " + std::string(dtype_name(want)) + " on the GPU");
+    return static_cast<A*>(t.data);
   }
 
   std::shared_ptr<void> upload(const void* host, size_t bytes) {
@@ -422,7 +554,7 @@ class CudaBackend : public Backend {
 
   // Small host data copied to the device for one launch (ids, positions).
   Tensor staged(const void* host, size_t bytes) {
-    Tensor t = tensor(1, static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+    Tensor t = buffer(1, static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)), DType::F32);
     if (bytes) check(cudaMemcpyAsync(t.data, host, bytes, cudaMemcpyHostToDevice, stream_), "staging");
     check(cudaStreamSynchronize(stream_), "staging");  // the host buffer may go once this returns
     return t;
@@ -487,6 +619,7 @@ class CudaBackend : public Backend {
   }
 
   int device_;
+  DType act_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<Pool> pool_;
@@ -508,10 +641,10 @@ bool device_present(std::string* why) {
   return true;
 }
 
-std::shared_ptr<Backend> make_backend(int ordinal) {
+std::shared_ptr<Backend> make_backend(int ordinal, DType activations) {
   std::string why;
   if (!device_present(&why)) throw Error("no CUDA GPU to run on (" + why + ")");
-  return std::make_shared<CudaBackend>(ordinal);
+  return std::make_shared<CudaBackend>(ordinal, activations);
 }
 
 }  // namespace lily::cuda

@@ -1,7 +1,8 @@
 // The CUDA backend: weights uploaded once at bind time in their stored form
-// (BF16/F16/F32, or MLX's packed 2..8-bit values with their scales), fp32
-// activations and fp32 recurrent state in device memory, sequence states and
-// their prefix-cache snapshots on the device. Plain C++: nothing here needs
+// (BF16/F16/F32, or MLX's packed 2..8-bit values with their scales), bf16
+// (or fp32) activations with fp32 accumulation and an fp32 recurrent state in
+// device memory, sequence states and their prefix-cache snapshots on the
+// device, tokens picked on the device. Plain C++: nothing here needs
 // the CUDA headers, so the rest of Lily includes it freely.
 #pragma once
 
@@ -12,8 +13,9 @@
 
 namespace lily::cuda {
 
-// The backend on GPU `ordinal`; throws lily::Error when there is none.
-std::shared_ptr<Backend> make_backend(int ordinal = 0);
+// The backend on GPU `ordinal` keeping activations in `activations` (BF16 or
+// F32); throws lily::Error when there is no GPU.
+std::shared_ptr<Backend> make_backend(int ordinal = 0, DType activations = DType::BF16);
 
 // Whether a CUDA GPU is there; `why` says why not.
 bool device_present(std::string* why = nullptr);

@@ -1,5 +1,6 @@
 // Device helpers shared by the kernels: element loads of every weight type
-// (dequantizing MLX's packed values in the load), warp and block sums.
+// (dequantizing MLX's packed values in the load), activation loads and
+// stores, warp and block sums.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,6 +52,22 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   __syncthreads();
   float s = lane < warps ? scratch[lane] : 0.f;
   return warp_sum(s);
+}
+
+// Activations are float or bf16 (Tensor::dtype); kernels read them as float
+// and round once when they store.
+using bf16 = __nv_bfloat16;
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(bf16 v) { return __bfloat162float(v); }
+template <class A>
+__device__ __forceinline__ A from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 from_f<bf16>(float v) {
+  return __float2bfloat16_rn(v);
 }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }

@@ -1,5 +1,6 @@
 // Norms, activations, the query/gate split and rotary embedding: the element
 // work between the products, one block per row or a thread per element.
+// Each reads its activations as float and rounds once when it stores.
 #include "lily/backend/cuda/device_math.cuh"
 #include "lily/backend/cuda/kernels.h"
 #include "lily/error.h"
@@ -8,42 +9,47 @@ namespace lily::cuda {
 
 namespace {
 
-__global__ void rmsnorm_kernel(const float* __restrict__ x, int64_t dim, const float* __restrict__ w, float eps,
-                               float* y) {
+template <class A>
+__global__ void rmsnorm_kernel(const A* __restrict__ x, int64_t dim, const float* __restrict__ w, float eps, A* y) {
   __shared__ float scratch[32];
-  const float* xr = x + blockIdx.x * dim;
+  const A* xr = x + blockIdx.x * dim;
   float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += to_f(xr[i]) * to_f(xr[i]);
   const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
-  float* yr = y + blockIdx.x * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+  A* yr = y + blockIdx.x * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = from_f<A>(to_f(xr[i]) * inv * w[i]);
 }
 
-__global__ void gated_rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ z, int64_t dim,
-                                     const float* __restrict__ w, float eps, float* y) {
+template <class A>
+__global__ void gated_rmsnorm_kernel(const A* __restrict__ x, const A* __restrict__ z, int64_t dim,
+                                     const float* __restrict__ w, float eps, A* y) {
   __shared__ float scratch[32];
-  const float* xr = x + blockIdx.x * dim;
-  const float* zr = z + blockIdx.x * dim;
+  const A* xr = x + blockIdx.x * dim;
+  const A* zr = z + blockIdx.x * dim;
   float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += to_f(xr[i]) * to_f(xr[i]);
   const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
-  float* yr = y + blockIdx.x * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * w[i] * siluf(zr[i]);
+  A* yr = y + blockIdx.x * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    yr[i] = from_f<A>(to_f(xr[i]) * inv * w[i] * siluf(to_f(zr[i])));
 }
 
-__global__ void add_kernel(float* x, const float* __restrict__ y, int64_t n) {
+template <class A>
+__global__ void add_kernel(A* x, const A* __restrict__ y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) x[i] += y[i];
+  if (i < n) x[i] = from_f<A>(to_f(x[i]) + to_f(y[i]));
 }
 
-__global__ void sigmoid_mul_kernel(float* x, const float* __restrict__ g, int64_t n) {
+template <class A>
+__global__ void sigmoid_mul_kernel(A* x, const A* __restrict__ g, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) x[i] *= sigmoidf(g[i]);
+  if (i < n) x[i] = from_f<A>(to_f(x[i]) * sigmoidf(to_f(g[i])));
 }
 
-__global__ void split_kernel(const float* __restrict__ qg, int64_t heads, int64_t hd, float* q, float* gate) {
+template <class A>
+__global__ void split_kernel(const A* __restrict__ qg, int64_t heads, int64_t hd, A* q, A* gate) {
   const int64_t th = blockIdx.x;  // token * heads + head
-  const float* src = qg + th * 2 * hd;
+  const A* src = qg + th * 2 * hd;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     q[th * hd + i] = src[i];
     gate[th * hd + i] = src[hd + i];
@@ -51,36 +57,38 @@ __global__ void split_kernel(const float* __restrict__ qg, int64_t heads, int64_
 }
 
 // NeoX pairs (j, j + rotary/2) of each head, at the row's position.
-__global__ void rope_kernel(float* x, int64_t heads, int64_t hd, int64_t rotary, const float* __restrict__ inv_freq,
+template <class A>
+__global__ void rope_kernel(A* x, int64_t heads, int64_t hd, int64_t rotary, const float* __restrict__ inv_freq,
                             const int64_t* __restrict__ positions) {
   const int64_t t = blockIdx.x, half = rotary / 2;
   const float pos = static_cast<float>(positions[t]);
   for (int64_t i = threadIdx.x; i < heads * half; i += blockDim.x) {
     const int64_t h = i / half, j = i % half;
-    float* v = x + (t * heads + h) * hd;
+    A* v = x + (t * heads + h) * hd;
     const float angle = pos * inv_freq[j];
     float sn, cs;
     sincosf(angle, &sn, &cs);
-    const float a = v[j], b = v[j + half];
-    v[j] = a * cs - b * sn;
-    v[j + half] = b * cs + a * sn;
+    const float a = to_f(v[j]), b = to_f(v[j + half]);
+    v[j] = from_f<A>(a * cs - b * sn);
+    v[j + half] = from_f<A>(b * cs + a * sn);
   }
 }
 
 // A thread per channel: the K-1 previous inputs come from the state, which
 // then holds this call's last K-1.
-__global__ void conv_silu_kernel(const float* __restrict__ x, int64_t T, int64_t C, const float* __restrict__ w,
-                                 int64_t K, float* state, float* __restrict__ y) {
+template <class A>
+__global__ void conv_silu_kernel(const A* __restrict__ x, int64_t T, int64_t C, const float* __restrict__ w, int64_t K,
+                                 float* state, A* __restrict__ y) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const float* wc = w + c * K;
   auto input = [&](int64_t t) {  // t from -(K-1): the state rows, oldest first
-    return t < 0 ? state[(K - 1 + t) * C + c] : x[t * C + c];
+    return t < 0 ? state[(K - 1 + t) * C + c] : to_f(x[t * C + c]);
   };
   for (int64_t t = 0; t < T; ++t) {
     float acc = 0.f;
     for (int64_t j = 0; j < K; ++j) acc += wc[j] * input(t - (K - 1) + j);
-    y[t * C + c] = siluf(acc);
+    y[t * C + c] = from_f<A>(siluf(acc));
   }
   // the new state: the last K-1 inputs (reading the old state before it is overwritten)
   float keep[8];
@@ -91,18 +99,19 @@ __global__ void conv_silu_kernel(const float* __restrict__ x, int64_t T, int64_t
 
 // A block per (token, head): l2 norms of the q and k heads; the first key
 // head's block also computes the token's beta and decay.
-__global__ void delta_gates_kernel(float* mixed, int64_t C, int64_t key_heads, int64_t dk, float* beta, float* decay,
+template <class A>
+__global__ void delta_gates_kernel(A* mixed, int64_t C, int64_t key_heads, int64_t dk, float* beta, float* decay,
                                    int64_t value_heads, const float* __restrict__ neg_exp_a,
                                    const float* __restrict__ dt_bias, float q_scale) {
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x / key_heads, h = blockIdx.x % key_heads;
-  float* row = mixed + t * C;
+  A* row = mixed + t * C;
   for (int part = 0; part < 2; ++part) {
-    float* v = row + part * key_heads * dk + h * dk;
+    A* v = row + part * key_heads * dk + h * dk;
     float ss = 0.f;
-    for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) ss += v[i] * v[i];
+    for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) ss += to_f(v[i]) * to_f(v[i]);
     const float inv = rsqrtf(block_sum(ss, scratch) + 1e-6f) * (part == 0 ? q_scale : 1.f);
-    for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) v[i] *= inv;
+    for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) v[i] = from_f<A>(to_f(v[i]) * inv);
   }
   if (h == 0)
     for (int64_t j = threadIdx.x; j < value_heads; j += blockDim.x) {
@@ -115,58 +124,79 @@ unsigned blocks_of(int64_t n, int per) { return static_cast<unsigned>((n + per -
 
 }  // namespace
 
-void rmsnorm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, float* y, cudaStream_t s) {
+template <class A>
+void rmsnorm(const A* x, int64_t rows, int64_t dim, const float* w, float eps, A* y, cudaStream_t s) {
   if (rows == 0) return;
-  rmsnorm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, dim, w, eps, y);
+  rmsnorm_kernel<A><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, dim, w, eps, y);
   check(cudaGetLastError(), "rmsnorm");
 }
 
-void gated_rmsnorm(const float* x, const float* z, int64_t rows, int64_t dim, const float* w, float eps, float* y,
-                   cudaStream_t s) {
+template <class A>
+void gated_rmsnorm(const A* x, const A* z, int64_t rows, int64_t dim, const float* w, float eps, A* y, cudaStream_t s) {
   if (rows == 0) return;
-  gated_rmsnorm_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(x, z, dim, w, eps, y);
+  gated_rmsnorm_kernel<A><<<static_cast<unsigned>(rows), 128, 0, s>>>(x, z, dim, w, eps, y);
   check(cudaGetLastError(), "gated_rmsnorm");
 }
 
-void add(float* x, const float* y, int64_t n, cudaStream_t s) {
+template <class A>
+void add(A* x, const A* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  add_kernel<<<blocks_of(n, 256), 256, 0, s>>>(x, y, n);
+  add_kernel<A><<<blocks_of(n, 256), 256, 0, s>>>(x, y, n);
   check(cudaGetLastError(), "add");
 }
 
-void sigmoid_mul(float* x, const float* gate, int64_t n, cudaStream_t s) {
+template <class A>
+void sigmoid_mul(A* x, const A* gate, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  sigmoid_mul_kernel<<<blocks_of(n, 256), 256, 0, s>>>(x, gate, n);
+  sigmoid_mul_kernel<A><<<blocks_of(n, 256), 256, 0, s>>>(x, gate, n);
   check(cudaGetLastError(), "sigmoid_mul");
 }
 
-void split_query_gate(const float* qg, int64_t T, int64_t heads, int64_t hd, float* q, float* gate, cudaStream_t s) {
+template <class A>
+void split_query_gate(const A* qg, int64_t T, int64_t heads, int64_t hd, A* q, A* gate, cudaStream_t s) {
   if (T == 0) return;
-  split_kernel<<<static_cast<unsigned>(T * heads), 128, 0, s>>>(qg, heads, hd, q, gate);
+  split_kernel<A><<<static_cast<unsigned>(T * heads), 128, 0, s>>>(qg, heads, hd, q, gate);
   check(cudaGetLastError(), "split_query_gate");
 }
 
-void rope(float* x, int64_t T, int64_t heads, int64_t hd, int64_t rotary, const float* inv_freq, const int64_t* positions,
+template <class A>
+void rope(A* x, int64_t T, int64_t heads, int64_t hd, int64_t rotary, const float* inv_freq, const int64_t* positions,
           cudaStream_t s) {
   if (T == 0 || rotary == 0) return;
-  rope_kernel<<<static_cast<unsigned>(T), 128, 0, s>>>(x, heads, hd, rotary, inv_freq, positions);
+  rope_kernel<A><<<static_cast<unsigned>(T), 128, 0, s>>>(x, heads, hd, rotary, inv_freq, positions);
   check(cudaGetLastError(), "rope");
 }
 
-void conv_silu(const float* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, float* y, cudaStream_t s) {
+template <class A>
+void conv_silu(const A* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, A* y, cudaStream_t s) {
   if (T == 0) return;
   if (K < 1 || K > 9) throw Error("conv_silu: a kernel of " + std::to_string(K) + " taps (the kernel takes 1 to 9)");
-  conv_silu_kernel<<<blocks_of(C, 128), 128, 0, s>>>(x, T, C, w, K, state, y);
+  conv_silu_kernel<A><<<blocks_of(C, 128), 128, 0, s>>>(x, T, C, w, K, state, y);
   check(cudaGetLastError(), "conv_silu");
 }
 
-void delta_gates(float* mixed, int64_t T, int64_t C, int64_t key_heads, int64_t dk, float* beta, float* decay,
+template <class A>
+void delta_gates(A* mixed, int64_t T, int64_t C, int64_t key_heads, int64_t dk, float* beta, float* decay,
                  int64_t value_heads, const float* neg_exp_a, const float* dt_bias, cudaStream_t s) {
   if (T == 0) return;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
-  delta_gates_kernel<<<static_cast<unsigned>(T * key_heads), 128, 0, s>>>(mixed, C, key_heads, dk, beta, decay,
-                                                                          value_heads, neg_exp_a, dt_bias, q_scale);
+  delta_gates_kernel<A><<<static_cast<unsigned>(T * key_heads), 128, 0, s>>>(mixed, C, key_heads, dk, beta, decay,
+                                                                             value_heads, neg_exp_a, dt_bias, q_scale);
   check(cudaGetLastError(), "delta_gates");
 }
+
+#define LILY_ELEMENTWISE(A)                                                                                         \
+  template void rmsnorm<A>(const A*, int64_t, int64_t, const float*, float, A*, cudaStream_t);                       \
+  template void gated_rmsnorm<A>(const A*, const A*, int64_t, int64_t, const float*, float, A*, cudaStream_t);       \
+  template void add<A>(A*, const A*, int64_t, cudaStream_t);                                                        \
+  template void sigmoid_mul<A>(A*, const A*, int64_t, cudaStream_t);                                                \
+  template void split_query_gate<A>(const A*, int64_t, int64_t, int64_t, A*, A*, cudaStream_t);                     \
+  template void rope<A>(A*, int64_t, int64_t, int64_t, int64_t, const float*, const int64_t*, cudaStream_t);        \
+  template void conv_silu<A>(const A*, int64_t, int64_t, const float*, int64_t, float*, A*, cudaStream_t);          \
+  template void delta_gates<A>(A*, int64_t, int64_t, int64_t, int64_t, float*, float*, int64_t, const float*,     \
+                               const float*, \
+                               cudaStream_t);
+LILY_ELEMENTWISE(float)
+LILY_ELEMENTWISE(bf16)
 
 }  // namespace lily::cuda

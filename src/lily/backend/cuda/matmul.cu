@@ -10,7 +10,8 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__global__ void matmul_kernel(DevMatrix w, const float* __restrict__ x, int64_t T, float* __restrict__ y) {
+template <class X, class Y>
+__global__ void matmul_kernel(DevMatrix w, const X* __restrict__ x, int64_t T, Y* __restrict__ y) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= w.rows) return;
@@ -22,48 +23,84 @@ __global__ void matmul_kernel(DevMatrix w, const float* __restrict__ x, int64_t 
       const float wv = weight_at(w, r, c);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (j < nt) acc[j] += wv * x[(t0 + j) * n + c];
+        if (j < nt) acc[j] += wv * to_f(x[(t0 + j) * n + c]);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float v = warp_sum(acc[j]);
-      if (lane == 0 && j < nt) y[(t0 + j) * w.rows + r] = v;
+      if (lane == 0 && j < nt) y[(t0 + j) * w.rows + r] = from_f<Y>(v);
     }
   }
 }
 
-__global__ void embed_kernel(DevMatrix table, const int32_t* __restrict__ ids, int64_t n, float* __restrict__ out) {
+template <class A>
+__global__ void embed_kernel(DevMatrix table, const int32_t* __restrict__ ids, int64_t n, A* __restrict__ out) {
   const int64_t i = blockIdx.x;
   if (i >= n) return;
-  for (int64_t c = threadIdx.x; c < table.cols; c += blockDim.x) out[i * table.cols + c] = weight_at(table, ids[i], c);
+  for (int64_t c = threadIdx.x; c < table.cols; c += blockDim.x)
+    out[i * table.cols + c] = from_f<A>(weight_at(table, ids[i], c));
 }
 
-__global__ void gather_kernel(const float* __restrict__ x, int64_t cols, const int64_t* __restrict__ rows, int64_t n,
-                              float* __restrict__ out) {
+template <class A>
+__global__ void gather_kernel(const A* __restrict__ x, int64_t cols, const int64_t* __restrict__ rows, int64_t n,
+                              A* __restrict__ out) {
   const int64_t i = blockIdx.x;
   if (i >= n) return;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = x[rows[i] * cols + c];
 }
 
+__global__ void to_bf16_kernel(const float* __restrict__ x, int64_t n, bf16* __restrict__ y) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void to_float_kernel(const bf16* __restrict__ x, int64_t n, float* __restrict__ y) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __bfloat162float(x[i]);
+}
+
 }  // namespace
 
-void matmul(const DevMatrix& w, const float* x, int64_t T, float* y, cudaStream_t s) {
+template <class X, class Y>
+void matmul(const DevMatrix& w, const X* x, int64_t T, Y* y, cudaStream_t s) {
   if (T == 0 || w.rows == 0) return;
   const unsigned blocks = static_cast<unsigned>((w.rows + kWarps - 1) / kWarps);
-  matmul_kernel<<<blocks, kWarps * 32, 0, s>>>(w, x, T, y);
+  matmul_kernel<X, Y><<<blocks, kWarps * 32, 0, s>>>(w, x, T, y);
   check(cudaGetLastError(), "matmul");
 }
 
-void embed(const DevMatrix& table, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
+template <class A>
+void embed(const DevMatrix& table, const int32_t* ids, int64_t n, A* out, cudaStream_t s) {
   if (n == 0) return;
-  embed_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(table, ids, n, out);
+  embed_kernel<A><<<static_cast<unsigned>(n), 256, 0, s>>>(table, ids, n, out);
   check(cudaGetLastError(), "embed");
 }
 
-void gather_rows(const float* x, int64_t cols, const int64_t* rows, int64_t n, float* out, cudaStream_t s) {
+template <class A>
+void gather_rows(const A* x, int64_t cols, const int64_t* rows, int64_t n, A* out, cudaStream_t s) {
   if (n == 0) return;
-  gather_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, cols, rows, n, out);
+  gather_kernel<A><<<static_cast<unsigned>(n), 256, 0, s>>>(x, cols, rows, n, out);
   check(cudaGetLastError(), "gather_rows");
 }
+
+void to_bf16(const float* x, int64_t n, bf16* y, cudaStream_t s) {
+  if (n == 0) return;
+  to_bf16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(x, n, y);
+  check(cudaGetLastError(), "to_bf16");
+}
+
+void to_float(const bf16* x, int64_t n, float* y, cudaStream_t s) {
+  if (n == 0) return;
+  to_float_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(x, n, y);
+  check(cudaGetLastError(), "to_float");
+}
+
+template void matmul<float, float>(const DevMatrix&, const float*, int64_t, float*, cudaStream_t);
+template void matmul<bf16, bf16>(const DevMatrix&, const bf16*, int64_t, bf16*, cudaStream_t);
+template void matmul<bf16, float>(const DevMatrix&, const bf16*, int64_t, float*, cudaStream_t);
+template void embed<float>(const DevMatrix&, const int32_t*, int64_t, float*, cudaStream_t);
+template void embed<bf16>(const DevMatrix&, const int32_t*, int64_t, bf16*, cudaStream_t);
+template void gather_rows<float>(const float*, int64_t, const int64_t*, int64_t, float*, cudaStream_t);
+template void gather_rows<bf16>(const bf16*, int64_t, const int64_t*, int64_t, bf16*, cudaStream_t);
 
 }  // namespace lily::cuda
