@@ -401,7 +401,7 @@ TEST_P(Conformance, TokenPicksAgree) {
 // Whole models: the logits of every fixture prompt within 1e-3 of the
 // reference's, and batched equal to alone on every backend. The MLX fixtures
 // are tiny-a quantized: its prompts serve them too.
-class WholeModel : public AgainstTheReference<std::tuple<Candidate, const char*>> {
+class WholeModel : public AgainstTheReference<std::tuple<Candidate, std::string>> {
  protected:
   const Candidate& candidate() const override { return std::get<0>(GetParam()); }
   std::string fixture() const { return std::get<1>(GetParam()); }
@@ -521,8 +521,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(candidates()
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, WholeModel,
                          ::testing::Combine(::testing::ValuesIn(candidates()),
-                                            ::testing::Values("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4", "tiny-a-mlx6",
-                                                              "tiny-a-mlx8")),
+                                            ::testing::Values<std::string>("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4",
+                                                                           "tiny-a-mlx6", "tiny-a-mlx8")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param).name + "_" + std::get<1>(info.param);
                            std::replace(n.begin(), n.end(), '-', '_');
