@@ -320,6 +320,7 @@ __attribute__((target("avx2,fma"))) static void dot4x4_avx2(const float* const w
 
 void dot_q_rows(Isa isa, const QuantRows& w, const QuantInputs& in, int64_t T, float* out, int64_t out_stride) {
   int64_t t = 0;
+  (void)isa;  // only the x86 build has wider kernels than the portable one
 #if defined(__x86_64__) && defined(__GNUC__)
   // tokens four at a time (rows two by two: the registers hold 2 x 4 tiles), the rest one by one
   if (isa >= Isa::Avx512) {
