@@ -22,4 +22,6 @@ cmake -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cm
 cmake --build build-aarch64 -j"$(nproc)"
 cd build-aarch64
 # The pseudo-terminal test execs the binary directly, which needs a binfmt handler for aarch64.
-ctest --output-on-failure -j"$(nproc)" -E 'CtrlC'
+# The conformance cases here are the GPU's alone (an Arm CPU has one ISA level,
+# the reference's), and this build has no GPU: they would only start and skip.
+ctest --output-on-failure -j"$(nproc)" -E 'CtrlC|Conformance\.|WholeModel\.'

@@ -12,7 +12,7 @@ cd ..
 # LILY_SKIP_SANITIZERS=1 skips both.
 if [ "${LILY_SKIP_SANITIZERS:-0}" != 1 ]; then
   bash scripts/test-sanitizers.sh
-  bash scripts/fuzz.sh 6
+  bash scripts/fuzz.sh 4
 fi
 # The same suite for 64-bit Arm (the CPU path of Apple Silicon and Arm
 # servers), cross-built and run under qemu-user; LILY_SKIP_AARCH64=1 skips it.
