@@ -10,16 +10,21 @@
 
 namespace lily {
 
-int32_t pick_token(std::span<const float> row, const TokenPick& p) {
-  const int64_t V = static_cast<int64_t>(row.size());
-  if (V == 0) throw Error("pick_token: an empty row of logits");
-  std::vector<float> l(row.begin(), row.end());
+void apply_adjustments(std::span<float> l, const TokenPick& p) {
+  const int64_t V = static_cast<int64_t>(l.size());
   for (const LogitAdjust& a : p.adjust) {
     if (a.id < 0 || a.id >= V) throw Error("pick_token: an adjustment of token " + std::to_string(a.id) + " outside the vocabulary");
     float v = l[a.id] + a.bias;
     if (a.repeated) v = v > 0 ? v / p.repetition_penalty : v * p.repetition_penalty;
     l[a.id] = v - a.subtract;
   }
+}
+
+int32_t pick_token(std::span<const float> row, const TokenPick& p) {
+  const int64_t V = static_cast<int64_t>(row.size());
+  if (V == 0) throw Error("pick_token: an empty row of logits");
+  std::vector<float> l(row.begin(), row.end());
+  apply_adjustments(l, p);
   auto before = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
   if (p.temperature <= 0) {
     int32_t best = 0;

@@ -10,5 +10,7 @@
 namespace lily {
 
 int32_t pick_token(std::span<const float> logits, const TokenPick& pick);
+// Applies pick.adjust to a row of logits in place (bias, repetition penalty, subtraction).
+void apply_adjustments(std::span<float> logits, const TokenPick& pick);
 
 }  // namespace lily

@@ -105,11 +105,7 @@ int32_t Sampler::sample(std::vector<float>& logits, const std::function<bool(int
     return pick;
   }
   // Constrained: the adjustments go into the logits, then refused tokens are struck out.
-  for (const LogitAdjust& a : t.adjust) {
-    float v = logits[a.id] + a.bias;
-    if (a.repeated) v = v > 0 ? v / t.repetition_penalty : v * t.repetition_penalty;
-    logits[a.id] = v - a.subtract;
-  }
+  apply_adjustments(logits, t);
   t.adjust.clear();
   // Out of the allowed tokens the best is found by logit first; only that
   // search can be long, and it is over once one token passes.
