@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""Train the bundled model: the real qwen3_5_moe architecture at a small size,
+taught the synthetic conversations of tools/tiny_data.py.
+
+One run on a single GPU, bounded by --minutes of wall time from start to the
+written model (data, training, export and evaluation included). Writes into
+OUT_DIR:
+  model.safetensors, config.json   the model, bf16 (A_log and the GDN norm in
+                                   float32, as the published checkpoints store
+                                   them), embeddings tied to the LM head
+  tokenizer files, chat template   copied from --tokenizer-from
+  training_log.csv                 step, seconds, loss, router margin, lr
+  heldout.jsonl                    held-out examples (a seed the training
+                                   never drew from, prompts it never saw)
+  eval.json                        greedy exact-match accuracy per family on
+                                   the held-out examples, through transformers
+  reference.json                   transformers' float32 greedy tokens on the
+                                   stored weights, for Lily to reproduce
+
+Besides the next-token loss on the answer, a hinge term keeps each token's
+k-th router logit at least --router-margin above the (k+1)-th: a model whose
+expert choices are not near ties gives the same answers through the lossy
+paths (bf16, int8, 4-bit) as through float32, so it can test them. A small
+load-balancing term keeps all experts in use.
+
+Usage: train_tiny.py OUT_DIR [--minutes 9.5] [--seed 0]
+"""
+import argparse
+import csv
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import shutil
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_data  # noqa: E402
+from make_template_suite import load_template, make_env  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The embedding (tied to the LM head) dominates the size: 151,936 x 96 in bf16
+# is 29 MB of a model of about 37 MB. 96 divides into MLX's 32-wide groups.
+CONFIG = dict(
+    vocab_size=151936, hidden_size=96, num_hidden_layers=8,
+    layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
+    num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+    partial_rotary_factor=0.25, rope_theta=10000000.0,
+    linear_num_key_heads=4, linear_num_value_heads=8,
+    linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4,
+    num_experts=16, num_experts_per_tok=4, moe_intermediate_size=64,
+    shared_expert_intermediate_size=128,
+    rms_norm_eps=1e-6, bos_token_id=151643, eos_token_id=151645, pad_token_id=151643,
+    tie_word_embeddings=True, max_position_embeddings=32768,
+)
+COPIED = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"]
+HELDOUT_SEED = 1_000_003
+FAMILIES = ["arithmetic", "text", "tool"]
+
+
+# ---------------------------------------------------------------- data
+
+def _generate(args):
+    seed, count, template_path = args
+    template = make_env().from_string(load_template(template_path))
+    rng = random.Random(seed)
+    return [tiny_data.example(rng, template) for _ in range(count)]
+
+
+def generate(seed, count, template_path, workers):
+    """count examples in chunks, each chunk from its own seed derived from `seed`."""
+    chunk = 5000
+    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path)
+            for i in range((count + chunk - 1) // chunk)]
+    with mp.Pool(workers) as pool:
+        return [e for part in pool.map(_generate, jobs) for e in part]
+
+
+def tokenize(tok, examples):
+    prompts = tok.encode_batch([e["prompt"] for e in examples], add_special_tokens=False)
+    answers = tok.encode_batch([e["answer"] for e in examples], add_special_tokens=False)
+    # numpy arrays: a million examples as Python lists of ints would take gigabytes
+    return [(np.array(p.ids, dtype=np.int64), np.array(a.ids, dtype=np.int64)) for p, a in zip(prompts, answers)]
+
+
+class Batches:
+    """Batches of similar length (the tool examples carry a long system
+    prompt), padded on the right; targets only on the answer tokens."""
+
+    def __init__(self, pairs, tokens_per_batch, pad, seed):
+        self.pairs, self.pad = pairs, pad
+        self.rng = random.Random(seed)
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        self.batches, cur, longest = [], [], 0
+        for i in order:
+            n = len(pairs[i][0]) + len(pairs[i][1])
+            if cur and max(longest, n) * (len(cur) + 1) > tokens_per_batch:
+                self.batches.append(cur)
+                cur, longest = [], 0
+            cur.append(i)
+            longest = max(longest, n)
+        if cur:
+            self.batches.append(cur)
+
+    def __iter__(self):
+        while True:
+            self.rng.shuffle(self.batches)
+            for b in self.batches:
+                yield self.tensors(b)
+
+    def tensors(self, idx):
+        width = max(len(self.pairs[i][0]) + len(self.pairs[i][1]) for i in idx)
+        ids = np.full((len(idx), width), self.pad, dtype=np.int64)
+        target = np.full((len(idx), width), -100, dtype=np.int64)
+        for r, i in enumerate(idx):
+            p, a = self.pairs[i]
+            ids[r, :len(p)] = p
+            ids[r, len(p):len(p) + len(a)] = a
+            # the logit at position t predicts token t + 1
+            target[r, len(p) - 1:len(p) + len(a) - 1] = a
+        return torch.from_numpy(ids), torch.from_numpy(target)
+
+
+# ---------------------------------------------------------------- model
+
+class RouterTap:
+    """Captures each MoE block's router input, to compute its logits for the
+    margin and balance terms without depending on what the router returns."""
+
+    def __init__(self, model):
+        self.inputs, self.gates = [], []
+        for layer in model.model.layers:
+            gate = layer.mlp.gate
+            self.gates.append(gate)
+            gate.register_forward_pre_hook(self._hook)
+
+    def _hook(self, module, args):
+        self.inputs.append(args[0])
+
+    def losses(self, k, margin, keep):
+        """(margin hinge, load balance, share of tokens under the margin),
+        averaged over layers and the tokens `keep` marks (float 0/1)."""
+        margin_loss, balance, under = 0.0, 0.0, 0.0
+        n_keep = keep.sum().clamp(min=1)
+        for x, gate in zip(self.inputs, self.gates):
+            logits = F.linear(x.reshape(-1, x.shape[-1]).float(), gate.weight.float())
+            top = logits.topk(k + 1, dim=-1)
+            gap = top.values[:, k - 1] - top.values[:, k]
+            margin_loss = margin_loss + (F.relu(margin - gap) * keep).sum() / n_keep
+            under = under + ((gap < margin).float() * keep).sum().detach() / n_keep
+            probs = logits.softmax(-1)
+            chosen = F.one_hot(top.indices[:, :k], logits.shape[-1]).sum(1).float()
+            share = (chosen * keep[:, None]).sum(0) / (n_keep * k)
+            balance = balance + logits.shape[-1] * (share * (probs * keep[:, None]).sum(0) / n_keep).sum()
+        self.inputs.clear()
+        n = len(self.gates)
+        return margin_loss / n, balance / n, under / n
+
+
+def dense_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """The routed experts as two dense products over all experts, each
+    expert's activation scaled by its routing weight (zero where it was not
+    chosen). The same function as transformers' per-expert loop, without its
+    host round trips; used for training only and checked against the loop
+    before training starts."""
+    n, h = hidden_states.shape
+    e, two_i, _ = self.gate_up_proj.shape
+    weights = torch.zeros(n, e, dtype=top_k_weights.dtype, device=hidden_states.device)
+    weights = weights.scatter(1, top_k_index, top_k_weights)
+    gate_up = (hidden_states @ self.gate_up_proj.reshape(e * two_i, h).t()).view(n, e, two_i)
+    gate, up = gate_up.chunk(2, dim=-1)
+    act = self.act_fn(gate) * up * weights[..., None].to(gate_up.dtype)
+    down = self.down_proj.permute(0, 2, 1).reshape(e * (two_i // 2), h)
+    return (act.reshape(n, -1) @ down).to(hidden_states.dtype)
+
+
+def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size=64, initial_state=None,
+                           output_final_state=False, use_qk_l2norm_in_kernel=False, **kwargs):
+    """The chunked gated delta rule as transformers' reference computes it,
+    with each chunk's triangular system solved in one call. Used for training
+    only, and checked against the reference (values and gradients) first."""
+    chunk_gated_delta_rule.calls += 1
+    dtype = query.dtype
+    b, t, _, dk = key.shape
+    hv, dv = value.shape[-2:]
+    if key.shape[2] != hv:
+        query, key = (x.repeat_interleave(hv // x.shape[2], dim=2) for x in (query, key))
+    query, key, value, beta, g = [x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+                                  for x in (query, key, value, beta, g)]
+    if use_qk_l2norm_in_kernel:
+        query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
+        key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
+    query = query * dk ** -0.5
+    pad = (chunk_size - t % chunk_size) % chunk_size
+    query, key, value = (F.pad(x, (0, 0, 0, pad)) for x in (query, key, value))
+    beta, g = (F.pad(x, (0, pad)) for x in (beta, g))
+    n = (t + pad) // chunk_size
+    k_beta = (key * beta[..., None]).reshape(b, hv, n, chunk_size, dk)
+    v_beta = (value * beta[..., None]).reshape(b, hv, n, chunk_size, dv)
+    query, key = (x.reshape(b, hv, n, chunk_size, dk) for x in (query, key))
+    cum = g.reshape(b, hv, n, chunk_size).cumsum(-1)
+    upper = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=query.device).triu(1)
+    decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(upper, float("-inf")).exp()
+    system = (k_beta @ key.transpose(-1, -2)) * decay
+    intra = (query @ key.transpose(-1, -2)) * decay
+    rhs = torch.cat([v_beta, k_beta * cum.exp()[..., None]], dim=-1)
+    solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
+    new_values, k_cumdecay = solved[..., :dv], solved[..., dv:]
+    state = (torch.zeros(b, hv, dk, dv, dtype=torch.float32, device=query.device) if initial_state is None
+             else initial_state.to(torch.float32))
+    query = query * cum.exp()[..., None]
+    key = key * (cum[..., -1:] - cum).exp()[..., None]
+    chunk_decay = cum[..., -1].exp()[..., None, None]
+    outs = []
+    for i in range(n):
+        v_new = new_values[:, :, i] - k_cumdecay[:, :, i] @ state
+        outs.append(query[:, :, i] @ state + intra[:, :, i] @ v_new)
+        state = state * chunk_decay[:, :, i] + key[:, :, i].transpose(-1, -2) @ v_new
+    out = torch.stack(outs, dim=2).reshape(b, hv, -1, dv)[:, :, :t]
+    return out.transpose(1, 2).to(dtype, memory_format=torch.contiguous_format), (state if output_final_state else None)
+
+
+chunk_gated_delta_rule.calls = 0
+
+
+def install_chunk_rule(model, device):
+    """Puts chunk_gated_delta_rule in place of transformers' reference after
+    checking that both give the same outputs and gradients."""
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as m
+    reference = m.torch_chunk_gated_delta_rule
+    torch.manual_seed(6)
+    hv, d = CONFIG["linear_num_value_heads"], CONFIG["linear_key_head_dim"]
+    # q and k already repeated to the value heads, as the layer passes them
+    inputs = [torch.randn(2, 150, hv, d, device=device), torch.randn(2, 150, hv, d, device=device),
+              torch.randn(2, 150, hv, d, device=device), -torch.rand(2, 150, hv, device=device),
+              torch.rand(2, 150, hv, device=device)]
+    results = []
+    for fn in (reference, chunk_gated_delta_rule):
+        xs = [x.clone().requires_grad_(True) for x in inputs]
+        out, _ = fn(*xs[:3], g=xs[3], beta=xs[4], use_qk_l2norm_in_kernel=True)
+        (out * torch.linspace(-1, 1, out.numel(), device=device).view_as(out)).sum().backward()
+        results.append([out.detach()] + [x.grad for x in xs])
+    for a, b in zip(*results):
+        err = ((a - b).norm() / b.norm().clamp(min=1e-12)).item()
+        if err > 1e-4:
+            raise SystemExit(f"the chunked delta rule differs from transformers': relative error {err:.2e}")
+    chunk_gated_delta_rule.calls = 0
+    m.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
+    for layer in model.model.layers:
+        if hasattr(layer, "linear_attn") and hasattr(layer.linear_attn, "chunk_gated_delta_rule"):
+            layer.linear_attn.chunk_gated_delta_rule = chunk_gated_delta_rule
+    return lambda: setattr(m, "torch_chunk_gated_delta_rule", reference)
+
+
+def check_dense_experts(model, device):
+    """The dense experts give transformers' loop's output and gradients."""
+    experts = model.model.layers[0].mlp.experts
+    cls = type(experts)
+    torch.manual_seed(5)
+    x = torch.randn(300, CONFIG["hidden_size"], device=device)
+    idx = torch.stack([torch.randperm(CONFIG["num_experts"], device=device)[:CONFIG["num_experts_per_tok"]]
+                       for _ in range(300)])
+    w = torch.rand(300, CONFIG["num_experts_per_tok"], device=device)
+    outs = []
+    for fwd in (cls.forward, dense_experts_forward):
+        experts.zero_grad()
+        y = fwd(experts, x, idx, w)
+        (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
+        outs.append((y.detach(), experts.gate_up_proj.grad.clone(), experts.down_proj.grad.clone()))
+    experts.zero_grad()
+    for a, b in zip(*outs):
+        err = ((a - b).norm() / b.norm().clamp(min=1e-12)).item()
+        if err > 1e-4:
+            raise SystemExit(f"dense experts differ from transformers' loop: relative error {err:.2e}")
+    return cls
+
+
+def make_model(device):
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+    cfg = Qwen3_5MoeTextConfig(**CONFIG)
+    model = Qwen3_5MoeForCausalLM(cfg).to(device)
+    return model, cfg
+
+
+def answer_loss(model, ids, target):
+    hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+    keep = target != -100
+    logits = model.lm_head(hidden[keep]).float()
+    return F.cross_entropy(logits, target[keep])
+
+
+# ---------------------------------------------------------------- export and evaluation
+
+def export(model, out, tokenizer_from):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    model.save_pretrained(out, safe_serialization=True)
+    path = os.path.join(out, "model.safetensors")
+    tensors = {}
+    with safe_open(path, "pt") as f:
+        meta = f.metadata()
+        for k in f.keys():
+            t = f.get_tensor(k)
+            keep_f32 = k.endswith("A_log") or k.endswith("linear_attn.norm.weight")
+            tensors[k] = t.float().contiguous() if keep_f32 else t.to(torch.bfloat16).contiguous()
+    save_file(tensors, path, metadata=meta or {"format": "pt"})
+    with open(os.path.join(out, "config.json")) as f:
+        stored = json.load(f)
+    stored["dtype"] = "bfloat16"
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(stored, f, indent=2, sort_keys=True)
+        f.write("\n")
+    for name in COPIED:
+        shutil.copy(os.path.join(tokenizer_from, name), os.path.join(out, name))
+
+
+@torch.no_grad()
+def exact_match(model, pairs, device, batch=64):
+    """Greedy decoding reproduces the answer exactly iff the argmax at every
+    answer position, given the answer so far, is the answer's next token:
+    checked for all positions at once."""
+    hits = []
+    for s in range(0, len(pairs), batch):
+        part = pairs[s:s + batch]
+        b = Batches(part, 1 << 30, CONFIG["pad_token_id"], 0)
+        ids, target = b.tensors(list(range(len(part))))
+        ids, target = ids.to(device), target.to(device)
+        logits = model(input_ids=ids, use_cache=False).logits
+        ok = (logits.argmax(-1) == target) | (target == -100)
+        hits += ok.all(dim=1).tolist()
+    return hits
+
+
+@torch.no_grad()
+def greedy_tokens(model, ids, n_new, eos, device="cpu"):
+    """Argmax decoding through the model's own caches, stopping after EOS."""
+    out = model(input_ids=torch.tensor([ids], device=device), use_cache=True)
+    past, tokens = out.past_key_values, []
+    nxt = int(out.logits[0, -1].argmax())
+    while len(tokens) < n_new:
+        tokens.append(nxt)
+        if nxt == eos:
+            break
+        out = model(input_ids=torch.tensor([[nxt]], device=device), past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        nxt = int(out.logits[0, -1].argmax())
+    return tokens
+
+
+# ---------------------------------------------------------------- main
+
+def prefetch(batches, depth=4):
+    """Builds batches on a thread and copies them to the GPU ahead of use."""
+    import queue
+    import threading
+    q = queue.Queue(depth)
+
+    def work():
+        for ids, target in batches:
+            q.put((ids.pin_memory().to("cuda", non_blocking=True), target.pin_memory().to("cuda", non_blocking=True)))
+
+    threading.Thread(target=work, daemon=True).start()
+    while True:
+        yield q.get()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--minutes", type=float, default=9.0, help="wall-time budget of the whole run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--examples", type=int, default=300_000, help="training examples generated")
+    ap.add_argument("--heldout", type=int, default=3000)
+    ap.add_argument("--tokens-per-batch", type=int, default=49152)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--router-margin", type=float, default=1.0)
+    ap.add_argument("--profile", action="store_true", help="print where steps 20-30 spend GPU time")
+    ap.add_argument("--reference-prompts", type=int, default=24)
+    ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
+    args = ap.parse_args()
+    start = time.time()
+    deadline = start + args.minutes * 60
+    torch.manual_seed(args.seed)
+    device = "cuda"
+    os.makedirs(args.out, exist_ok=True)
+    from tokenizers import Tokenizer
+    import transformers
+    tok = Tokenizer.from_file(os.path.join(args.tokenizer_from, "tokenizer.json"))
+    template = os.path.join(args.tokenizer_from, "chat_template.jinja")
+    workers = max(1, min(16, os.cpu_count() or 1))
+
+    train = generate(args.seed, args.examples, template, workers)
+    seen = {e["prompt"] for e in train}
+    heldout = [e for e in generate(HELDOUT_SEED + args.seed, args.heldout * 2, template, workers)
+               if e["prompt"] not in seen][:args.heldout]
+    pairs = tokenize(tok, train)
+    held_pairs = tokenize(tok, heldout)
+    del train, seen
+    print(f"data: {len(pairs)} training examples, {len(heldout)} held out, "
+          f"{time.time() - start:.0f} s", flush=True)
+
+    model, cfg = make_model(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f} M parameters; transformers {transformers.__version__}, "
+          f"torch {torch.__version__}", flush=True)
+    experts_cls = check_dense_experts(model, device)
+    loop_forward, experts_cls.forward = experts_cls.forward, dense_experts_forward
+    restore_chunk_rule = install_chunk_rule(model, device)
+    tap = RouterTap(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    batches = prefetch(iter(Batches(pairs, args.tokens_per_batch, CONFIG["pad_token_id"], args.seed)))
+    train_start = time.time()
+    # Training stops early enough to leave time for export and evaluation.
+    train_end = deadline - 50
+    warmup, step = 200, 0
+    log = open(os.path.join(args.out, "training_log.csv"), "w", newline="")
+    writer = csv.writer(log)
+    writer.writerow(["step", "seconds", "loss", "router_under_margin", "lr"])
+    model.train()
+    prof = None
+    while time.time() < train_end:
+        if step == 1 and chunk_gated_delta_rule.calls == 0:
+            raise SystemExit("the Gated DeltaNet layers do not call the installed chunk rule")
+        if args.profile and step == 20:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
+                                                      torch.profiler.ProfilerActivity.CPU])
+            prof.__enter__()
+        if prof is not None and step == 30:
+            torch.cuda.synchronize()
+            prof.__exit__(None, None, None)
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25), flush=True)
+            prof = None
+        frac = (time.time() - train_start) / max(1.0, train_end - train_start)
+        lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids, target = next(batches)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = answer_loss(model, ids, target)
+        keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
+        margin, balance, under = tap.losses(CONFIG["num_experts_per_tok"], args.router_margin, keep)
+        total = loss + 0.1 * margin + 0.01 * balance
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 25 == 0:
+            writer.writerow([step, round(time.time() - start, 1), round(loss.item(), 5), round(under.item(), 5),
+                             f"{lr:.3g}"])
+            if step % 250 == 0:
+                print(f"step {step} {time.time() - start:.0f} s loss {loss.item():.4f} "
+                      f"margin term {margin.item():.3f} under margin {under.item():.4f}", flush=True)
+        step += 1
+    log.close()
+    print(f"trained {step} steps in {time.time() - train_start:.0f} s", flush=True)
+
+    experts_cls.forward = loop_forward  # evaluation runs transformers' own code
+    restore_chunk_rule()
+    export(model, args.out, args.tokenizer_from)
+    del model, opt
+    from transformers import Qwen3_5MoeForCausalLM
+    ref = Qwen3_5MoeForCausalLM.from_pretrained(args.out, dtype=torch.float32).to(device).eval()
+    hits = exact_match(ref, held_pairs, device)
+    table = {}
+    for fam in FAMILIES:
+        got = [h for h, e in zip(hits, heldout) if e["family"] == fam]
+        table[fam] = {"examples": len(got), "exact": sum(got), "accuracy": round(sum(got) / max(1, len(got)), 4)}
+    print("held-out greedy exact match (transformers, float32):", json.dumps(table), flush=True)
+    for fam in FAMILIES:
+        misses = [(e, p) for h, e, p in zip(hits, heldout, held_pairs) if not h and e["family"] == fam][:2]
+        for e, (p, _) in misses:
+            got = greedy_tokens(ref, p.tolist(), 48, CONFIG["eos_token_id"], device)
+            print(f"  miss {fam}: {e['prompt'][-60:]!r} -> {tok.decode(got, skip_special_tokens=False)!r}")
+    with open(os.path.join(args.out, "eval.json"), "w") as f:
+        json.dump({"steps": step, "seconds": round(time.time() - start, 1), "families": table,
+                   "transformers_version": transformers.__version__, "torch_version": torch.__version__}, f, indent=1)
+    with open(os.path.join(args.out, "heldout.jsonl"), "w", encoding="utf-8") as f:
+        for e in heldout:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+
+    # The reference Lily reproduces: float32 on the CPU, from the stored weights.
+    cpu = Qwen3_5MoeForCausalLM.from_pretrained(args.out, dtype=torch.float32, attn_implementation="eager").eval()
+    refs = []
+    for e, (p, _) in zip(heldout[:args.reference_prompts], held_pairs):
+        refs.append({"prompt": e["prompt"], "tokens": p.tolist(),
+                     "greedy": greedy_tokens(cpu, p.tolist(), 48, CONFIG["eos_token_id"])})
+    with open(os.path.join(args.out, "reference.json"), "w") as f:
+        json.dump({"transformers_version": transformers.__version__, "torch_version": torch.__version__,
+                   "prompts": refs}, f, indent=1)
+    print(f"done in {time.time() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
