@@ -10,6 +10,8 @@ case "${1:?asan or tsan}" in
   *) echo "usage: $0 asan|tsan" >&2; exit 2 ;;
 esac
 # -O1 with line tables: what the sanitizers advise, and a quicker build on two cores.
+# A unity build (sources compiled in batches) parses the shared headers once
+# a batch instead of once a file: these one-off builds take about half the time.
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -gline-tables-only" \
-  -DCMAKE_CXX_COMPILER=clang++ -DLILY_BUILD_BENCHMARKS=OFF "${flags[@]}"
+  -DCMAKE_CXX_COMPILER=clang++ -DLILY_BUILD_BENCHMARKS=OFF -DCMAKE_UNITY_BUILD=ON "${flags[@]}"
 echo "$dir"

@@ -49,7 +49,7 @@ class Rng {  // xorshift64*: fast and good enough for benchmark weights
   uint64_t s_;
 };
 
-struct Tensor {
+struct PlannedTensor {
   enum Kind { Random, Ones, Constant, Packed, Scales, Biases } kind;
   float scale;  // Random: amplitude; Constant: value; Scales/Biases: the weight's amplitude
   int bits = 0;
@@ -73,10 +73,10 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
 
   SafetensorsStreamWriter w;
   w.set_metadata("format", mlx ? "mlx" : "pt");
-  std::vector<Tensor> plan;
+  std::vector<PlannedTensor> plan;
   const std::string p0 = mlx ? "language_model.model." : "model.language_model.";
   ordered_json qcfg = {{"group_size", gs}, {"bits", bits}, {"mode", "affine"}};
-  auto vec = [&](const std::string& name, std::vector<int64_t> shape, Tensor t, DType dt = DType::BF16) {
+  auto vec = [&](const std::string& name, std::vector<int64_t> shape, PlannedTensor t, DType dt = DType::BF16) {
     w.declare(name, dt, std::move(shape));
     t.dtype = dt;
     plan.push_back(t);
@@ -89,7 +89,7 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
     const float amp = 1.7f / std::sqrt(static_cast<float>(cols));
     if (!mlx) {
       shape.push_back(cols);
-      vec(hf_name.empty() ? base + ".weight" : hf_name, shape, {Tensor::Random, amp});
+      vec(hf_name.empty() ? base + ".weight" : hf_name, shape, {PlannedTensor::Random, amp});
       return;
     }
     const int b = gate ? 8 : bits;
@@ -97,24 +97,24 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
     std::vector<int64_t> packed = shape, groups = shape;
     packed.push_back(cols * b / 32);
     groups.push_back(cols / gs);
-    vec(base + ".weight", packed, {Tensor::Packed, 0, b}, DType::U32);
-    vec(base + ".scales", groups, {Tensor::Scales, amp, b});
-    vec(base + ".biases", groups, {Tensor::Biases, amp, b});
+    vec(base + ".weight", packed, {PlannedTensor::Packed, 0, b}, DType::U32);
+    vec(base + ".scales", groups, {PlannedTensor::Scales, amp, b});
+    vec(base + ".biases", groups, {PlannedTensor::Biases, amp, b});
   };
 
   matrix(p0 + "embed_tokens", {}, V, H, false);
   for (int l = 0; l < opt.layers; ++l) {
     const std::string p = p0 + "layers." + std::to_string(l) + ".";
     const float norm_base = mlx ? 1.0f : 0.0f;  // MLX stores the +1 of zero-centred norms
-    vec(p + "input_layernorm.weight", {H}, {Tensor::Constant, norm_base});
-    vec(p + "post_attention_layernorm.weight", {H}, {Tensor::Constant, norm_base});
+    vec(p + "input_layernorm.weight", {H}, {PlannedTensor::Constant, norm_base});
+    vec(p + "post_attention_layernorm.weight", {H}, {PlannedTensor::Constant, norm_base});
     if (l % 4 == 3) {
       matrix(p + "self_attn.q_proj", {}, 16 * 2 * 256, H, false);
       matrix(p + "self_attn.k_proj", {}, 2 * 256, H, false);
       matrix(p + "self_attn.v_proj", {}, 2 * 256, H, false);
       matrix(p + "self_attn.o_proj", {}, H, 16 * 256, false);
-      vec(p + "self_attn.q_norm.weight", {256}, {Tensor::Constant, norm_base});
-      vec(p + "self_attn.k_norm.weight", {256}, {Tensor::Constant, norm_base});
+      vec(p + "self_attn.q_norm.weight", {256}, {PlannedTensor::Constant, norm_base});
+      vec(p + "self_attn.k_norm.weight", {256}, {PlannedTensor::Constant, norm_base});
     } else {
       const std::string a = p + "linear_attn.";
       matrix(a + "in_proj_qkv", {}, conv, H, false);
@@ -122,10 +122,10 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
       matrix(a + "in_proj_b", {}, 32, H, false);
       matrix(a + "in_proj_a", {}, 32, H, false);
       matrix(a + "out_proj", {}, H, vd, false);
-      vec(a + "conv1d.weight", mlx ? std::vector<int64_t>{conv, 4, 1} : std::vector<int64_t>{conv, 1, 4}, {Tensor::Random, 0.5f});
-      vec(a + "A_log", {32}, {Tensor::Random, 1.0f}, DType::F32);
-      vec(a + "dt_bias", {32}, {Tensor::Random, 0.5f});
-      vec(a + "norm.weight", {128}, {Tensor::Ones, 1.0f}, DType::F32);
+      vec(a + "conv1d.weight", mlx ? std::vector<int64_t>{conv, 4, 1} : std::vector<int64_t>{conv, 1, 4}, {PlannedTensor::Random, 0.5f});
+      vec(a + "A_log", {32}, {PlannedTensor::Random, 1.0f}, DType::F32);
+      vec(a + "dt_bias", {32}, {PlannedTensor::Random, 0.5f});
+      vec(a + "norm.weight", {128}, {PlannedTensor::Ones, 1.0f}, DType::F32);
     }
     const std::string m = p + "mlp.";
     matrix(m + "gate", {}, E, H, true);
@@ -142,7 +142,7 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
     matrix(m + "shared_expert.down_proj", {}, H, S, false);
     matrix(m + "shared_expert_gate", {}, 1, H, true);
   }
-  vec(p0 + "norm.weight", {H}, {Tensor::Constant, mlx ? 1.0f : 0.0f});
+  vec(p0 + "norm.weight", {H}, {PlannedTensor::Constant, mlx ? 1.0f : 0.0f});
   matrix(mlx ? "language_model.lm_head" : "lm_head", {}, V, H, false);
 
   // config.json: the release's nested form; MLX adds its quantization block
@@ -157,21 +157,21 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
   Rng rng(opt.seed);
   std::vector<char> buf;
   w.write((fs::path(dir) / "model.safetensors").string(), [&](size_t i, size_t bytes, std::ostream& out) {
-    const Tensor& t = plan[i];
+    const PlannedTensor& t = plan[i];
     const float levels = static_cast<float>((1 << std::max(t.bits, 1)) - 1);
     while (bytes > 0) {  // in 4 MiB pieces
       const size_t n = std::min<size_t>(bytes, 4u << 20);
       buf.resize(n);
       auto value = [&]() {
         switch (t.kind) {
-          case Tensor::Random: return rng.uniform() * t.scale;
-          case Tensor::Ones: return 1.0f;
-          case Tensor::Constant: return t.scale;
-          case Tensor::Scales: return 2.0f * t.scale / levels;  // the grid spans [-amp, amp]
+          case PlannedTensor::Random: return rng.uniform() * t.scale;
+          case PlannedTensor::Ones: return 1.0f;
+          case PlannedTensor::Constant: return t.scale;
+          case PlannedTensor::Scales: return 2.0f * t.scale / levels;  // the grid spans [-amp, amp]
           default: return -t.scale;                              // Biases
         }
       };
-      if (t.kind == Tensor::Packed) {
+      if (t.kind == PlannedTensor::Packed) {
         for (size_t k = 0; k < n; k += 8) {
           const uint64_t r = rng.next();
           std::memcpy(&buf[k], &r, std::min<size_t>(8, n - k));
