@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the system packages that Lily's build and tests need (Debian/Ubuntu).
 # Each one also exists in Homebrew: nlohmann-json, cli11, googletest,
-# google-benchmark, node (the server tests drive lily serve with the OpenAI Node client).
+# google-benchmark, openssl@3, node (the server tests drive lily serve with the OpenAI Node client).
 set -euo pipefail
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3 curl
-          clang libclang-rt-14-dev llvm)  # sanitizer builds and libFuzzer (scripts/test-sanitizers.sh, scripts/fuzz.sh)
+          libssl-dev openssl)  # TLS to a cloud tier (lily serve --deployment-config), and the routing test's test CA
+packages+=(clang libclang-rt-14-dev llvm)  # sanitizer builds and libFuzzer (scripts/test-sanitizers.sh, scripts/fuzz.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -44,6 +44,44 @@ void plan_server_memory(const Engine& engine, server::ServerOptions& opt, double
   opt.scheduler.cache_bytes = std::min(opt.scheduler.cache_bytes, static_cast<size_t>(budget - static_cast<double>(fixed)));
   std::cerr << "prefix cache: " << static_cast<double>(opt.scheduler.cache_bytes) / (1 << 30) << " GiB\n";
 }
+bool sub_device_given(const CLI::App& sub) {
+  const CLI::Option* opt = sub.get_option_no_throw("--device");
+  return opt && opt->count() > 0;
+}
+
+// The deployment file's engine and routing policy. The engine must be one
+// this build can serve; a routing policy (or an audit log) makes the router.
+std::shared_ptr<router::HybridRouter> hybrid_router(const std::string& path, const std::string& audit_log,
+                                                    DeviceFlag& device, bool device_given) {
+  if (path.empty()) {
+    if (!audit_log.empty()) throw Error("--audit-log records routing decisions: it needs --deployment-config");
+    return nullptr;
+  }
+  router::DeploymentConfig config;
+  try {
+    config = router::load_deployment_config(path);
+  } catch (const Error& e) {
+    throw Error(std::string("--deployment-config: ") + e.what());
+  }
+#ifndef LILY_HAVE_CUDA
+  if (config.engine == "lily-cuda")
+    throw Error("--deployment-config: " + path + " asks for the engine 'lily-cuda', but this build has no CUDA backend");
+#endif
+  const std::string wanted = config.engine == "lily-cuda" ? "cuda" : config.engine == "lily-cpu" ? "cpu" : "auto";
+  if (!device_given)
+    device.name = wanted;
+  else if (wanted != "auto" && device.name != wanted)
+    throw Error("--deployment-config: " + path + " asks for the engine '" + config.engine + "' but --device is " +
+                device.name);
+  if (!config.has_routing && audit_log.empty()) return nullptr;
+  try {
+    auto r = std::make_shared<router::HybridRouter>(std::move(config), audit_log);
+    if (!r->destination().empty()) std::cerr << "lily serve: cloud tier " << r->destination() << "\n";
+    return r;
+  } catch (const Error& e) {
+    throw Error(std::string("--deployment-config: ") + e.what());
+  }
+}
 }  // namespace
 
 Command add_serve_command(CLI::App& app) {
@@ -53,7 +91,7 @@ Command add_serve_command(CLI::App& app) {
     double cache_gb = 4;
     bool no_cache = false;
     double budget_gb = 0;
-    std::string deployment_config;
+    std::string deployment_config, audit_log;
     CpuFlags cpu;
   };
   auto o = std::make_shared<Opts>();
@@ -95,12 +133,17 @@ Command add_serve_command(CLI::App& app) {
   sub->add_flag("--cors", o->server.cors, "answer browsers from other origins (off by default)");
   sub->add_option("--cors-origin", o->server.cors_origin, "the allowed origin with --cors (default *)");
   sub->add_option("--memory-budget", o->budget_gb, "GiB for weights, sequences and cache; refuse to start beyond it");
-  sub->add_option("--deployment-config", o->deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
+  sub->add_option("--deployment-config", o->deployment_config,
+                  "JSON deployment file: the engine, the memory budget (memoryAllocationGB) and the hybrid "
+                  "local/cloud routing policy (hybridRouting)");
+  sub->add_option("--audit-log", o->audit_log,
+                  "append a JSON line for every routing decision and every call to the cloud tier to this file");
   o->cpu.add_to(sub);
   device->add_to(sub);
-  return {sub, [o, device]() {
+  return {sub, [o, device, sub]() {
             o->cpu.apply();
             const std::string model = o->model.empty() ? default_model() : o->model[0];
+            o->server.router = hybrid_router(o->deployment_config, o->audit_log, *device, sub_device_given(*sub));
             const double budget = memory_budget_gb(o->budget_gb, o->deployment_config);
             const std::string& host = o->server.host;
             const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;

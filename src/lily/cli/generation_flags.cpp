@@ -1,5 +1,7 @@
 #include "lily/cli/generation_flags.h"
 
+#include "lily/router/deployment_config.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -70,22 +72,11 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
 
 double memory_budget_gb(double flag_gb, const std::string& deployment_config) {
   if (flag_gb > 0 || deployment_config.empty()) return flag_gb;
-  std::string text;
   try {
-    text = read_regular_file(deployment_config, size_t(1) << 20);
-    check_json_depth(text, deployment_config);
+    return router::load_deployment_config(deployment_config).memory_allocation_gb;
   } catch (const Error& e) {
     throw Error(std::string("--deployment-config: ") + e.what());
   }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("--deployment-config: " + deployment_config + " is not valid JSON: " + e.what());
-  }
-  if (!j.contains("memoryAllocationGB") || !j["memoryAllocationGB"].is_number() || j["memoryAllocationGB"].get<double>() <= 0)
-    throw Error("--deployment-config: " + deployment_config + " needs a positive memoryAllocationGB");
-  return j["memoryAllocationGB"].get<double>();
 }
 
 void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_t prompt) const {

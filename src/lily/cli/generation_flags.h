@@ -38,6 +38,7 @@ struct GenerationFlags {
 };
 
 // The memory budget in GiB: the flag, else the deployment config's memoryAllocationGB, else 0 (none).
+// The whole deployment file is checked (an unknown key is an error).
 double memory_budget_gb(double flag_gb, const std::string& deployment_config);
 
 // The model directory to use: the one named, else $LILY_MODEL, else the small model shipped with Lily.

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       lily::cli::add_chat_command(app),
 #ifdef LILY_WITH_SERVER
       lily::cli::add_serve_command(app),
+      lily::cli::add_audit_command(app),
 #endif
       lily::cli::add_template_command(app),
       lily::cli::add_tokenize_command(app),

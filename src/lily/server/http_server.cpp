@@ -138,6 +138,18 @@ std::string HttpServer::metrics() const {
   };
   metric("ready", "gauge", "1 once the model is loaded", ready_ ? 1 : 0);
   metric("http_errors_total", "counter", "requests answered with an error status", static_cast<double>(http_errors_));
+  if (opt_.router) {
+    const router::HybridRouter::Counts c = opt_.router->counts();
+    metric("route_local_total", "counter", "routed requests answered on this machine", static_cast<double>(c.local));
+    metric("route_cloud_total", "counter", "requests answered by the cloud tier", static_cast<double>(c.cloud));
+    metric("route_cloud_failed_total", "counter", "calls to the cloud tier that failed",
+           static_cast<double>(c.cloud_failed));
+    metric("route_fallback_local_total", "counter", "cloud requests answered locally after a failure",
+           static_cast<double>(c.fallback_local));
+    metric("egress_bytes_sent_total", "counter", "bytes sent to the cloud tier", static_cast<double>(c.bytes_sent));
+    metric("egress_bytes_received_total", "counter", "bytes received from the cloud tier",
+           static_cast<double>(c.bytes_received));
+  }
   if (!scheduler_) return m.str();
   const Scheduler::Stats s = scheduler_->stats();
   metric("requests_total", "counter", "generation requests accepted", static_cast<double>(s.requests));
@@ -163,8 +175,75 @@ std::string HttpServer::metrics() const {
   return m.str();
 }
 
+std::optional<router::Routed> HttpServer::route(const http::Request& req, const json& body, const std::string& api,
+                                                bool cloud_capable) {
+  if (!opt_.router) return std::nullopt;
+  try {
+    return opt_.router->route(body, std::string(req.header("x-lily-route").value_or("")), api, cloud_capable);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "lily_routing");
+  }
+}
+
+bool HttpServer::relay(http::Response& res, const json& body, const router::Routed& r, bool stream) {
+  router::HybridRouter& rt = *opt_.router;
+  std::shared_ptr<router::EgressCall> call = rt.start_cloud(r, body);
+  std::string whole;
+  const bool answered = call->ok() && (stream || call->read_body([&](std::string_view d) {
+                                         whole.append(d);
+                                         return true;
+                                       }));
+  json parsed;
+  if (answered && !stream) {
+    parsed = json::parse(whole, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object()) {
+      rt.finish_cloud(r, *call, "the answer was not a JSON object");
+      throw ApiError(502, "the cloud tier answered with something other than a JSON object", "server_error");
+    }
+  }
+  if (!answered) {
+    const router::EgressResult& e = call->result();
+    std::string why = !e.error.empty() ? e.error : "it answered HTTP " + std::to_string(e.status);
+    if (e.error.empty() && e.status) {  // keep the start of its error body for the message
+      std::string detail;
+      call->read_body([&](std::string_view d) {
+        detail.append(d.substr(0, 512 - std::min<size_t>(512, detail.size())));
+        return detail.size() < 512;
+      });
+      if (!detail.empty()) why += ": " + detail;
+    }
+    if (rt.config().on_cloud_failure == router::CloudFailure::Local) {
+      rt.finish_cloud(r, *call, "failed (" + why + "); answered locally");
+      rt.count_fallback();
+      return false;
+    }
+    rt.finish_cloud(r, *call, "failed (" + why + "); answered with an error");
+    throw ApiError(502, "the cloud tier failed: " + why, "server_error");
+  }
+  res.set_header("x-lily-route", "cloud");
+  if (!stream) {
+    parsed["lily_route"] = "cloud";
+    rt.finish_cloud(r, *call, "relayed");
+    send_json(res, 200, parsed);
+    return true;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.content_type = call->result().content_type.empty() ? "text/event-stream" : call->result().content_type;
+  std::shared_ptr<router::HybridRouter> keep = opt_.router;
+  res.stream = [call, keep, r](http::StreamSink& sink) {
+    bool client_left = false;
+    call->read_body([&](std::string_view d) { return (client_left = !sink.write(d)) == false; });
+    const std::string& err = call->result().error;
+    keep->finish_cloud(r, *call,
+                       client_left ? "relayed until the client went away"
+                       : err.empty() ? "relayed"
+                                     : "relay broke off: " + err);
+  };
+  return true;
+}
+
 void HttpServer::answer(const http::Request& req, http::Response& res, std::shared_ptr<const ApiRequest> api,
-                        std::shared_ptr<AnswerFormat> format) {
+                        std::shared_ptr<AnswerFormat> format, bool routed) {
   const int64_t prompt = static_cast<int64_t>(api->prompt.size()), ctx = opt_.context;
   if (prompt >= ctx)
     throw ApiError(400, "the prompt has " + std::to_string(prompt) + " tokens, but the context is " +
@@ -186,6 +265,7 @@ void HttpServer::answer(const http::Request& req, http::Response& res, std::shar
     throw ApiError(503, e.what(), "server_busy");
   }
   const double timeout_s = opt_.request_timeout_s;
+  if (routed) res.set_header("x-lily-route", "local");
 
   if (api->stream) {
     res.set_header("Cache-Control", "no-cache");
@@ -225,7 +305,9 @@ void HttpServer::answer(const http::Request& req, http::Response& res, std::shar
     format->frames(ev);
     if (ev.kind == JobEvent::Kind::Done) break;
   }
-  send_json(res, 200, format->whole(ev));
+  json whole = format->whole(ev);
+  if (routed && whole.is_object()) whole["lily_route"] = "local";
+  send_json(res, 200, whole);
 }
 
 void HttpServer::routes() {
@@ -314,10 +396,13 @@ void HttpServer::routes() {
   auto generation = [this](bool chat) {
     return [this, chat](const http::Request& req, http::Response& res) {
       const json body = parse_body(req);
+      // Checked here first, so a malformed request is refused before anything leaves.
       auto api =
           std::make_shared<const ApiRequest>(chat ? parse_chat_request(body, *engine_, !opt_.special_tokens_in_content)
                                                   : parse_completion_request(body, *engine_));
-      answer(req, res, api, std::make_shared<AnswerBuilder>(*api, *engine_, opt_.model_name));
+      const auto routed = route(req, body, chat ? "chat.completions" : "completions", chat);
+      if (routed && routed->decision.route == router::Route::Cloud && relay(res, body, *routed, api->stream)) return;
+      answer(req, res, api, std::make_shared<AnswerBuilder>(*api, *engine_, opt_.model_name), routed.has_value());
     };
   };
   h.route("POST", "/v1/chat/completions", with_model(generation(true)));
@@ -325,10 +410,12 @@ void HttpServer::routes() {
 
   // OpenAI Responses, with the stored responses a follow-up may name.
   h.route("POST", "/v1/responses", with_model([this](const http::Request& req, http::Response& res) {
+            const json body = parse_body(req);
             auto r = std::make_shared<const ResponsesRequest>(
-                parse_responses_request(parse_body(req), *engine_, responses_, !opt_.special_tokens_in_content));
+                parse_responses_request(body, *engine_, responses_, !opt_.special_tokens_in_content));
             std::shared_ptr<const ApiRequest> api(r, &r->api);
-            answer(req, res, api, std::make_shared<ResponsesFormat>(r, *engine_, opt_.model_name, &responses_));
+            const bool routed = route(req, body, "responses", false).has_value();
+            answer(req, res, api, std::make_shared<ResponsesFormat>(r, *engine_, opt_.model_name, &responses_), routed);
           }));
   auto stored_id = [](const http::Request& req) {
     const std::string id = req.path.substr(std::string("/v1/responses/").size());
@@ -349,9 +436,11 @@ void HttpServer::routes() {
 
   // Anthropic Messages.
   h.route("POST", "/v1/messages", with_model([this](const http::Request& req, http::Response& res) {
+            const json body = parse_body(req);
             auto api = std::make_shared<const ApiRequest>(
-                parse_messages_request(parse_body(req), *engine_, !opt_.special_tokens_in_content));
-            answer(req, res, api, std::make_shared<MessagesFormat>(api, opt_.model_name));
+                parse_messages_request(body, *engine_, !opt_.special_tokens_in_content));
+            const bool routed = route(req, body, "messages", false).has_value();
+            answer(req, res, api, std::make_shared<MessagesFormat>(api, opt_.model_name), routed);
           }));
   h.route("POST", "/v1/messages/count_tokens", with_model([this](const http::Request& req, http::Response& res) {
             const ApiRequest api =
@@ -383,7 +472,8 @@ void HttpServer::ollama_routes() {
               return loaded(res, true);
             auto api =
                 std::make_shared<const ApiRequest>(parse_ollama_chat(body, *engine_, !opt_.special_tokens_in_content));
-            answer(req, res, api, std::make_shared<OllamaFormat>(api, opt_.model_name, true));
+            const bool routed = route(req, body, "ollama.chat", false).has_value();
+            answer(req, res, api, std::make_shared<OllamaFormat>(api, opt_.model_name, true), routed);
           }));
   h.route("POST", "/api/generate", with_model([this, loaded](const http::Request& req, http::Response& res) {
             const json body = parse_body(req);
@@ -391,7 +481,8 @@ void HttpServer::ollama_routes() {
               return loaded(res, false);
             auto api = std::make_shared<const ApiRequest>(
                 parse_ollama_generate(body, *engine_, !opt_.special_tokens_in_content));
-            answer(req, res, api, std::make_shared<OllamaFormat>(api, opt_.model_name, false));
+            const bool routed = route(req, body, "ollama.generate", false).has_value();
+            answer(req, res, api, std::make_shared<OllamaFormat>(api, opt_.model_name, false), routed);
           }));
   h.route("GET", "/api/tags", with_model([this](const http::Request&, http::Response& res) {
             send_json(res, 200, {{"models", json::array({ollama_model_entry(*engine_, opt_.model_name)})}});

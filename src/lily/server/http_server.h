@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "lily/router/hybrid_router.h"
 #include "lily/runtime/engine.h"
 #include "lily/runtime/scheduler.h"
 #include "lily/server/answer_format.h"
@@ -35,6 +36,8 @@ struct ServerOptions {
   size_t stored_response_bytes = size_t(256) << 20;
   SchedulerOptions scheduler;
   http::ServerLimits http;  // connections, deadlines (max_body_bytes above sets the body limit)
+  // The hybrid routing policy (--deployment-config): null serves everything here.
+  std::shared_ptr<router::HybridRouter> router;
 
   // context when it was left 0: the model's max_position_embeddings, else 32768
   void resolve_context(const ModelConfig& cfg);
@@ -58,9 +61,16 @@ class HttpServer {
   void routes();
   void ollama_routes();
   std::string metrics() const;
-  // Submits `api` to the scheduler and answers through `format`, whole or streamed.
+  // Submits `api` to the scheduler and answers through `format`, whole or
+  // streamed; a routed request's answer says it ran here.
   void answer(const http::Request& req, http::Response& res, std::shared_ptr<const ApiRequest> api,
-              std::shared_ptr<AnswerFormat> format);
+              std::shared_ptr<AnswerFormat> format, bool routed = false);
+  // With a routing policy: classifies and decides (nullopt without one).
+  std::optional<router::Routed> route(const http::Request& req, const nlohmann::ordered_json& body,
+                                      const std::string& api, bool cloud_capable);
+  // Answers a request the policy sent to the cloud tier; false when the call
+  // failed and the policy says to answer here instead.
+  bool relay(http::Response& res, const nlohmann::ordered_json& body, const router::Routed& r, bool stream);
 
   ServerOptions opt_;
   std::unique_ptr<http::Server> http_;
