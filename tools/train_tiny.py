@@ -299,18 +299,9 @@ def answer_loss(model, ids, target):
 # ---------------------------------------------------------------- export and evaluation
 
 def export(model, out, tokenizer_from):
-    from safetensors import safe_open
-    from safetensors.torch import save_file
+    from make_fixtures import restore_dtypes
     model.save_pretrained(out, safe_serialization=True)
-    path = os.path.join(out, "model.safetensors")
-    tensors = {}
-    with safe_open(path, "pt") as f:
-        meta = f.metadata()
-        for k in f.keys():
-            t = f.get_tensor(k)
-            keep_f32 = k.endswith("A_log") or k.endswith("linear_attn.norm.weight")
-            tensors[k] = t.float().contiguous() if keep_f32 else t.to(torch.bfloat16).contiguous()
-    save_file(tensors, path, metadata=meta or {"format": "pt"})
+    restore_dtypes(out, torch.bfloat16)
     with open(os.path.join(out, "config.json")) as f:
         stored = json.load(f)
     stored["dtype"] = "bfloat16"

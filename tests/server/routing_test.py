@@ -295,24 +295,23 @@ class Routing(unittest.TestCase):
         self.assertIn("route: local", out)
         self.assertIn("aws_access_key_id", out)
 
-    def test_tls_cloud_tier_with_a_test_ca(self):
+    def tls_tier(self, name, trusted):
+        """A fake cloud tier over TLS, and lily serve pointed at it (with the test CA or without)."""
         if not shutil.which("openssl"):
             self.skipTest("no openssl command to make a test CA")
         ca, ctx = make_tls(self.tmp)
         cloud = FakeCloud(tls_context=ctx)
         self.addCleanup(cloud.stop)
-        log = os.path.join(self.tmp, "tls.jsonl")
-        srv = self.serve(deployment(self.tmp, "tls.json", f"https://localhost:{cloud.port}/v1", caFile=ca), log)
-        self.run_corpus(srv, cloud, log)
+        log = os.path.join(self.tmp, name + ".jsonl")
+        extra = {"caFile": ca} if trusted else {}
+        srv = self.serve(deployment(self.tmp, name + ".json", f"https://localhost:{cloud.port}/v1", **extra), log)
+        return srv, cloud, log
+
+    def test_tls_cloud_tier_with_a_test_ca(self):
+        self.run_corpus(*self.tls_tier("tls", trusted=True))
 
     def test_untrusted_certificate_never_sends_and_falls_back(self):
-        if not shutil.which("openssl"):
-            self.skipTest("no openssl command to make a test CA")
-        _, ctx = make_tls(self.tmp)
-        cloud = FakeCloud(tls_context=ctx)
-        self.addCleanup(cloud.stop)
-        log = os.path.join(self.tmp, "untrusted.jsonl")
-        srv = self.serve(deployment(self.tmp, "untrusted.json", f"https://localhost:{cloud.port}/v1"), log)
+        srv, cloud, log = self.tls_tier("untrusted", trusted=False)
         status, h, data = chat(srv.port, user("Any news?", tools=[WEB_TOOL]))
         self.assertEqual((status, h.get("x-lily-route")), (200, "local"), data)
         self.assertEqual(cloud.received, [])
