@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "lily/error.h"
+#include "lily/router/json_member.h"
 
 namespace lily::router {
 
@@ -85,12 +86,6 @@ std::string QuoteMemory::quoted_in(const std::string& text) const {
 // ---------------------------------------------------------------- classifier
 
 namespace {
-
-const json* member(const json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
 
 std::string string_member(const json& j, const char* key) {
   const json* v = member(j, key);

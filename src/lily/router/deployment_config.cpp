@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lily/error.h"
+#include "lily/router/json_member.h"
 #include "lily/io/bounded_input.h"
 
 namespace lily::router {
@@ -29,11 +30,6 @@ const std::pair<const char*, const char*> kDefaultToolCategories[] = {
     {"fetch_url", "web_search"},      {"browse*", "web_search"},       {"*citation*", "citation_index"},
     {"cite_*", "citation_index"},
 };
-
-const json* member(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
 
 void only_keys(const json& obj, const std::string& where, std::initializer_list<const char*> allowed) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
