@@ -107,11 +107,13 @@ TEST_P(ReferenceTest, TokenOutsideTheVocabularyIsRefusedWithoutTouchingTheState)
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest,
                          ::testing::Values(Case{"tiny-a", "tiny-a"}, Case{"tiny-b", "tiny-b"}, Case{"tiny-c", "tiny-c"},
                                            Case{"tiny-a-release", "tiny-a"}, Case{"tiny-b-release", "tiny-b"},
-                                           Case{"tiny-c-release", "tiny-c"}),
+                                           Case{"tiny-c-release", "tiny-c"},
+                                           // llama.cpp's layout (tools/make_gguf_fixtures.py), every tensor F32
+                                           Case{"tiny-a.gguf", "tiny-a"}, Case{"tiny-c.gguf", "tiny-c"}),
                          [](const auto& info) {
                            std::string n = info.param.model;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '.') c = '_';
                            return n;
                          });
 

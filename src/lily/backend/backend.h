@@ -80,6 +80,9 @@ struct DeltaShape {
   int64_t key_heads, value_heads, key_dim, value_dim;
   int64_t conv_kernel;
   int64_t chunk;  // prompt rows go through the chunked rule in chunks aligned to absolute positions
+  bool tiled_value_heads = false;  // value head v reads key head v % key_heads, not v / (value_heads / key_heads)
+
+  int64_t key_head_of(int64_t v) const { return tiled_value_heads ? v % key_heads : v / (value_heads / key_heads); }
 };
 
 struct AttentionShape {

@@ -3,13 +3,20 @@
 #include <string>
 
 #include "lily/error.h"
+#include "lily/io/gguf.h"
 #include "lily/quant/affine.h"
+#include "lily/quant/gguf_blocks.h"
 
 namespace lily {
 
 const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
 
 size_t Matrix::row_bytes() const {
+  if (ggml_blocks()) {
+    int64_t elems = 1, bytes = 1;
+    ggml_block_layout(static_cast<GgmlType>(ggml_type), &elems, &bytes);
+    return static_cast<size_t>(cols / elems * bytes);
+  }
   return quantized() ? quant::packed_row_bytes(cols, bits) : static_cast<size_t>(cols) * dtype_size(dtype);
 }
 
@@ -21,6 +28,10 @@ size_t Matrix::bytes() const { return static_cast<size_t>(rows) * row_bytes() + 
 
 void Matrix::row_to_float(int64_t r, float* out) const {
   if (device != Device::Cpu) throw Error("Matrix::row_to_float: the matrix is on the " + std::string(device_name(device)));
+  if (ggml_blocks()) {
+    quant::dequantize_gguf(static_cast<GgmlType>(ggml_type), static_cast<const uint8_t*>(row(r)), out, cols);
+    return;
+  }
   if (!quantized()) {
     convert_to_float(dtype, row(r), out, static_cast<size_t>(cols));
     return;

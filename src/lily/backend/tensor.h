@@ -35,10 +35,12 @@ struct Matrix {
   const void* scales = nullptr;
   const void* biases = nullptr;
   DType scale_dtype = DType::BF16;
+  int ggml_type = -1;  // >= 0: a ggml block format (GgmlType) of a GGUF file, decoded row by row
   Device device = Device::Cpu;
   std::shared_ptr<const void> owner = nullptr;  // what `data` points into, when not the mapped file
 
   bool quantized() const { return bits > 0; }
+  bool ggml_blocks() const { return ggml_type >= 0; }
   size_t row_bytes() const;
   size_t scale_bytes() const;  // of `scales` (and of `biases`)
   size_t bytes() const;        // weights plus scales and biases

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "lily/error.h"
+#include "lily/io/gguf.h"
 
 namespace lily {
 
@@ -27,6 +28,8 @@ bool looks_like_repo_id(const std::string& s) {
 
 std::string locate_model(const std::string& arg) {
   if (fs::is_directory(arg)) return arg;
+  std::error_code ec;
+  if (fs::is_regular_file(arg, ec) && is_gguf_file(arg)) return arg;  // a GGUF file, a split part or an Ollama blob
   if (!looks_like_repo_id(arg)) throw Error("model '" + arg + "' is not a directory or a Hugging Face repo id (Org/Name)");
   const std::string cache = hub_cache_dir();
   const size_t slash = arg.find('/');

@@ -50,6 +50,9 @@ struct ModelConfig {
   int64_t linear_key_head_dim = 0;
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel = 0;
+  // Value head v reads key head v % key_heads ("tiled", as llama.cpp's GGUF
+  // converter reorders them) instead of v / (value_heads / key_heads).
+  bool gdn_tiled_value_heads = false;
 
   // mixture of experts
   int64_t num_experts = 0;

@@ -1,6 +1,10 @@
 #include "lily/model/model.h"
 
+#include <filesystem>
+
+#include "lily/error.h"
 #include "lily/model/binding.h"
+#include "lily/model/gguf_binding.h"
 
 namespace lily {
 
@@ -9,6 +13,7 @@ const char* layout_name(CheckpointLayout l) {
     case CheckpointLayout::HfRelease: return "hf-release (model.language_model.*, fused experts)";
     case CheckpointLayout::HfTextModel: return "hf-text (model.*, transformers text model)";
     case CheckpointLayout::Mlx: return "mlx (language_model.model.*, switch_mlp experts)";
+    case CheckpointLayout::Gguf: return "gguf (llama.cpp qwen35moe, blk.N.*)";
   }
   return "?";
 }
@@ -16,10 +21,22 @@ const char* layout_name(CheckpointLayout l) {
 std::unique_ptr<Model> Model::load(const std::string& dir) {
   auto m = std::make_unique<Model>();
   m->dir_ = dir;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(dir, ec) && is_gguf_file(dir)) {
+    m->gguf_ = GgufModel::open(dir);
+    m->config_ = gguf_config(*m->gguf_);
+    m->weights_ = bind_gguf_weights(*m->gguf_, m->config_, &m->report_);
+    return m;
+  }
   m->config_ = ModelConfig::load(dir);
   m->archive_ = SafetensorsArchive::open_dir(dir);
   m->weights_ = bind_weights(*m->archive_, m->config_, &m->report_);
   return m;
+}
+
+const SafetensorsArchive& Model::archive() const {
+  if (!archive_) throw Error(dir_ + " is a GGUF model: it has no safetensors (convert from a safetensors checkpoint)");
+  return *archive_;
 }
 
 size_t Model::recurrent_state_bytes() const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lily/io/gguf.h"
 #include "lily/io/safetensors.h"
 #include "lily/model/config.h"
 #include "lily/model/weights.h"
@@ -18,6 +19,7 @@ enum class CheckpointLayout {
   HfRelease,    // official release: model.language_model.*, fused 3-D experts, visual + mtp present
   HfTextModel,  // transformers save_pretrained of the text model: model.*, per-expert tensors
   Mlx,          // mlx-lm / mlx-vlm conversion: language_model.model.*, switch_mlp experts, maybe quantized
+  Gguf,         // llama.cpp's qwen35moe GGUF: blk.N.*, ggml block formats, tiled value heads
 };
 const char* layout_name(CheckpointLayout l);
 
@@ -35,14 +37,19 @@ struct LoadReport {
 class Model {
  public:
   // Loads `dir`: reads config.json, maps the safetensors, checks every tensor's
-  // presence, dtype and shape and binds the canonical weights. Throws lily::Error.
+  // presence, dtype and shape and binds the canonical weights. A GGUF file
+  // (one file, a part of a split model, or an Ollama blob) is loaded from its
+  // metadata and tensors instead. Throws lily::Error.
   static std::unique_ptr<Model> load(const std::string& dir);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const LoadReport& report() const { return report_; }
   const std::string& dir() const { return dir_; }
-  const SafetensorsArchive& archive() const { return *archive_; }
+  // The safetensors of a directory model; throws lily::Error for a GGUF model.
+  const SafetensorsArchive& archive() const;
+  // The GGUF file(s) of a GGUF model, else null.
+  const GgufModel* gguf() const { return gguf_.get(); }
 
   // Bytes of per-sequence state: the GDN conv + recurrent state (fixed) and the KV cache per token.
   size_t recurrent_state_bytes() const;
@@ -55,6 +62,7 @@ class Model {
   std::string dir_;
   ModelConfig config_;
   std::unique_ptr<SafetensorsArchive> archive_;
+  std::unique_ptr<GgufModel> gguf_;
   ModelWeights weights_;
   LoadReport report_;
 };

@@ -67,7 +67,7 @@ Qwen35MoeForward::Qwen35MoeForward(const Model& model, std::shared_ptr<Backend> 
       weights_(bound_to(*backend_, model.weights(), model.report().weight_bytes)),
       layout_(state_layout(cfg_)),
       delta_{cfg_.linear_num_key_heads, cfg_.linear_num_value_heads, cfg_.linear_key_head_dim,
-             cfg_.linear_value_head_dim, cfg_.linear_conv_kernel, kDeltaChunk},
+             cfg_.linear_value_head_dim, cfg_.linear_conv_kernel, kDeltaChunk, cfg_.gdn_tiled_value_heads},
       attention_{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim, cfg_.rotary_dim, cfg_.rope_theta} {
   for (const LayerWeights& L : weights_.layers) {
     const MoeWeights& m = L.moe;

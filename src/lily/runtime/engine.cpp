@@ -7,6 +7,7 @@
 
 #include "lily/error.h"
 #include "lily/io/bounded_input.h"
+#include "lily/model/gguf_binding.h"
 #include "lily/backend/backend_factory.h"
 #include "lily/io/model_locator.h"
 
@@ -17,6 +18,27 @@ namespace fs = std::filesystem;
 std::unique_ptr<Engine> Engine::load(const std::string& path_or_repo, std::shared_ptr<Backend> backend) {
   auto e = std::make_unique<Engine>();
   e->dir_ = locate_model(path_or_repo);
+  std::error_code ec;
+  if (fs::is_regular_file(e->dir_, ec)) {  // a GGUF file: tokenizer and template come from its metadata
+    e->model_ = Model::load(e->dir_);
+    e->backend_ = backend ? std::move(backend) : make_backend(Device::Cpu);
+    e->tokenizer_ = Tokenizer::from_json_text(gguf_tokenizer_json(*e->model_->gguf()), e->dir_ + " (GGUF tokenizer)");
+    auto token_text = [&](int64_t id) {
+      return id >= 0 && id < static_cast<int64_t>(e->tokenizer_->vocab_size())
+                 ? e->tokenizer_->token_bytes(static_cast<int32_t>(id))
+                 : std::string();
+    };
+    const ModelConfig& c = e->model_->config();
+    const std::string tmpl = gguf_chat_template(*e->model_->gguf());
+    e->template_ = std::make_unique<ChatTemplate>(
+        tmpl.empty() ? std::string("{{ raise_exception('this GGUF file has no tokenizer.chat_template') }}") : tmpl,
+        token_text(c.bos_token_id), c.eos_token_ids.empty() ? std::string() : token_text(c.eos_token_ids[0]));
+    for (int64_t id : c.eos_token_ids)
+      if (id >= 0) e->stop_ids_.push_back(id);
+    if (e->stop_ids_.empty())
+      if (auto id = e->tokenizer_->token_id("<|im_end|>")) e->stop_ids_.push_back(*id);
+    return e;
+  }
   const fs::path tok = fs::path(e->dir_) / "tokenizer.json";
   if (!fs::exists(tok)) throw Error(e->dir_ + ": no tokenizer.json (needed to turn text into tokens)");
   e->model_ = Model::load(e->dir_);

@@ -155,7 +155,6 @@ void CpuBackend::delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const
                             const Tensor& beta, const DeltaShape& s, RowKind kind, Tensor& out) {
   const int64_t C = mixed.cols, Hk = s.key_heads, Hv = s.value_heads, dk = s.key_dim, dv = s.value_dim;
   const int64_t KD = Hk * dk, VD = Hv * dv;
-  const int64_t group = Hv / Hk;  // v head h reads q/k head h / group
   const int64_t S = static_cast<int64_t>(seqs.size());
   const float *m = mixed.f32(), *a = decay.f32(), *b = beta.f32();
   float* o = out.f32();
@@ -163,7 +162,7 @@ void CpuBackend::delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const
   ctx_.threads().parallel_for(S * Hv, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       const SeqSlice& q = seqs[j / Hv];
-      const int64_t hv = j % Hv, hk = hv / group, r = q.row;
+      const int64_t hv = j % Hv, hk = s.key_head_of(hv), r = q.row;
       DeltaHeadInputs in{m + r * C + hk * dk, m + r * C + KD + hk * dk, m + r * C + 2 * KD + hv * dv,
                          a + r * Hv + hv,     b + r * Hv + hv,          C, C, C, Hv, Hv};
       float* state = state_of(q).layer(layer).recurrent.data() + hv * dk * dv;

@@ -11,6 +11,7 @@
 #include "lily/backend/cpu/attention.h"
 #include "lily/backend/cuda/kernels.h"
 #include "lily/error.h"
+#include "lily/io/gguf.h"
 
 namespace lily::cuda {
 
@@ -250,6 +251,9 @@ class CudaBackend : public Backend {
 
   Matrix bind(const Matrix& host) override {
     if (host.device == Device::Cuda) return host;
+    if (host.ggml_blocks())
+      throw Error("the CUDA backend does not read GGUF block formats yet (" +
+                  ggml_type_name(static_cast<GgmlType>(host.ggml_type)) + "): run this model with --device cpu");
     Matrix m = host;
     const size_t data_bytes = static_cast<size_t>(host.rows) * host.row_bytes(), sb = host.scale_bytes();
     auto data = upload(host.data, data_bytes);
@@ -426,7 +430,7 @@ class CudaBackend : public Backend {
       using A = typename decltype(tag)::type;
       for (const SeqSlice& q : seqs)
         cuda::delta_rule(ptr<A>(mixed) + q.row * C, C, ptr<float>(decay) + q.row * Hv, ptr<float>(beta) + q.row * Hv, q.rows,
-                         s.key_heads, Hv, s.key_dim, s.value_dim,
+                         s.key_heads, Hv, s.key_dim, s.value_dim, s.tiled_value_heads,
                          static_cast<float*>(state_of(q).layer(layer).recurrent.get()), ptr<A>(out) + q.row * VD,
                          stream_);
     });

@@ -13,9 +13,10 @@ namespace {
 template <class A>
 __global__ void delta_rule_kernel(const A* __restrict__ mixed, int64_t C, const float* __restrict__ decay,
                                   const float* __restrict__ beta, int64_t T, int64_t key_heads, int64_t value_heads,
-                                  int64_t dk, int64_t dv, float* state, A* __restrict__ out) {
+                                  int64_t dk, int64_t dv, bool tiled, float* state, A* __restrict__ out) {
   extern __shared__ float qk[];  // q [dk] | k [dk]
-  const int64_t h = blockIdx.x, hk = h / (value_heads / key_heads), KD = key_heads * dk, VD = value_heads * dv;
+  const int64_t h = blockIdx.x, hk = tiled ? h % key_heads : h / (value_heads / key_heads);
+  const int64_t KD = key_heads * dk, VD = value_heads * dv;
   float* S = state + h * dk * dv;
   for (int64_t t = 0; t < T; ++t) {
     const A* row = mixed + t * C;
@@ -49,7 +50,7 @@ __global__ void delta_rule_kernel(const A* __restrict__ mixed, int64_t C, const 
 
 template <class A>
 void delta_rule(const A* mixed, int64_t C, const float* decay, const float* beta, int64_t T, int64_t key_heads,
-                int64_t value_heads, int64_t dk, int64_t dv, float* state, A* out, cudaStream_t s) {
+                int64_t value_heads, int64_t dk, int64_t dv, bool tiled, float* state, A* out, cudaStream_t s) {
   if (T == 0) return;
   if (key_heads <= 0 || value_heads % key_heads != 0)
     throw Error("delta_rule: " + std::to_string(value_heads) + " value heads do not share " +
@@ -57,13 +58,13 @@ void delta_rule(const A* mixed, int64_t C, const float* decay, const float* beta
   const int threads = dv >= 256 ? 256 : static_cast<int>((dv + 31) / 32 * 32);
   const size_t shared = static_cast<size_t>(2 * dk) * sizeof(float);
   delta_rule_kernel<A><<<static_cast<unsigned>(value_heads), threads, shared, s>>>(mixed, C, decay, beta, T, key_heads,
-                                                                                value_heads, dk, dv, state, out);
+                                                                                value_heads, dk, dv, tiled, state, out);
   check(cudaGetLastError(), "delta_rule");
 }
 
 template void delta_rule<float>(const float*, int64_t, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
-                                int64_t, float*, float*, cudaStream_t);
+                                int64_t, bool, float*, float*, cudaStream_t);
 template void delta_rule<bf16>(const bf16*, int64_t, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
-                               int64_t, float*, bf16*, cudaStream_t);
+                               int64_t, bool, float*, bf16*, cudaStream_t);
 
 }  // namespace lily::cuda

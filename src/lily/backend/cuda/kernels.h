@@ -52,9 +52,10 @@ void delta_gates(A* mixed, int64_t T, int64_t C, int64_t key_heads, int64_t dk, 
                  int64_t value_heads, const float* neg_exp_a, const float* dt_bias, cudaStream_t s);
 // One sequence's rows through the gated delta rule (recurrent form), each
 // value head's state [dk, dv] (fp32) advanced. mixed is [T, C] = q | k | v.
+// `tiled`: value head v reads key head v % key_heads (GGUF's order).
 template <class A>
 void delta_rule(const A* mixed, int64_t C, const float* decay, const float* beta, int64_t T, int64_t key_heads,
-                int64_t value_heads, int64_t dk, int64_t dv, float* state, A* out, cudaStream_t s);
+                int64_t value_heads, int64_t dk, int64_t dv, bool tiled, float* state, A* out, cudaStream_t s);
 // One sequence: causal GQA of q [T, heads, hd] at positions p0.. over K, V [p0 + T, kv_heads, hd].
 template <class A>
 void attention(const A* q, int64_t T, int64_t p0, const A* K, const A* V, int64_t heads, int64_t kv_heads, int64_t hd,
