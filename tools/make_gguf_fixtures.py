@@ -43,13 +43,31 @@ def to_np(entry):
     return a.reshape(shape)
 
 
-def tiled(a, axis, k_heads, v_heads, head_dim):
-    """Value heads along `axis` from grouped to tiled order."""
+def reorder(a, axis, k_heads, v_heads, head_dim, to_tiled=True):
+    """Value heads along `axis` from grouped to tiled order (or back)."""
     r = v_heads // k_heads
     shape = list(a.shape)
-    a = a.reshape(shape[:axis] + [k_heads, r, head_dim] + shape[axis + 1:])
+    split = [k_heads, r] if to_tiled else [r, k_heads]
+    a = a.reshape(shape[:axis] + split + [head_dim] + shape[axis + 1:])
     a = np.swapaxes(a, axis, axis + 1)
     return np.ascontiguousarray(a).reshape(shape)
+
+
+def tiled(a, axis, k_heads, v_heads, head_dim):
+    return reorder(a, axis, k_heads, v_heads, head_dim, True)
+
+
+def untiled(a, axis, k_heads, v_heads, head_dim):
+    return reorder(a, axis, k_heads, v_heads, head_dim, False)
+
+
+# The matrices whose names alone differ between the layouts.
+ATTENTION = [("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")]
+EXPERTS = [("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")]
+SHARED = [("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"), ("down_proj", "ffn_down_shexp")]
+# GDN matrices whose rows (axis 0) or columns (axis 1) are value heads, with the head size there.
+GDN = [("in_proj_z", "attn_gate", 0, "dv"), ("in_proj_b", "ssm_beta", 0, 1), ("in_proj_a", "ssm_alpha", 0, 1),
+       ("out_proj", "ssm_out", 1, "dv")]
 
 
 def gguf_tensors(name):
@@ -72,10 +90,8 @@ def gguf_tensors(name):
             kd = K * dk
             qkv = np.concatenate([qkv[:2 * kd], tiled(qkv[2 * kd:], 0, K, V, dv)])
             out[b + "attn_qkv.weight"] = qkv
-            out[b + "attn_gate.weight"] = tiled(t[q + "in_proj_z.weight"], 0, K, V, dv)
-            out[b + "ssm_beta.weight"] = tiled(t[q + "in_proj_b.weight"], 0, K, V, 1)
-            out[b + "ssm_alpha.weight"] = tiled(t[q + "in_proj_a.weight"], 0, K, V, 1)
-            out[b + "ssm_out.weight"] = tiled(t[q + "out_proj.weight"], 1, K, V, dv)
+            for hf, gg, axis, hd in GDN:
+                out[b + gg + ".weight"] = tiled(t[q + hf + ".weight"], axis, K, V, dv if hd == "dv" else hd)
             conv = t[q + "conv1d.weight"][:, 0, :]
             out[b + "ssm_conv1d.weight"] = np.concatenate([conv[:2 * kd], tiled(conv[2 * kd:], 0, K, V, dv)])
             out[b + "ssm_a"] = tiled(-np.exp(t[q + "A_log"]), 0, K, V, 1)
@@ -83,16 +99,16 @@ def gguf_tensors(name):
             out[b + "ssm_norm.weight"] = t[q + "norm.weight"]
         else:
             a = p + "self_attn."
-            for hf, gg in [("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")]:
+            for hf, gg in ATTENTION:
                 out[b + gg + ".weight"] = t[a + hf + ".weight"]
             out[b + "attn_q_norm.weight"] = t[a + "q_norm.weight"] + 1
             out[b + "attn_k_norm.weight"] = t[a + "k_norm.weight"] + 1
         m = p + "mlp."
         E = cfg["num_experts"]
         out[b + "ffn_gate_inp.weight"] = t[m + "gate.weight"]
-        for hf, gg in [("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")]:
+        for hf, gg in EXPERTS:
             out[b + gg + ".weight"] = np.stack([t[f"{m}experts.{e}.{hf}.weight"] for e in range(E)])
-        for hf, gg in [("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"), ("down_proj", "ffn_down_shexp")]:
+        for hf, gg in SHARED:
             out[b + gg + ".weight"] = t[m + "shared_expert." + hf + ".weight"]
         out[b + "ffn_gate_inp_shexp.weight"] = t[m + "shared_expert_gate.weight"].reshape(-1)
     return cfg, out
@@ -145,15 +161,6 @@ def write_gguf(path, cfg, tensors, qtype=None):
     return decoded
 
 
-def untiled(a, axis, k_heads, v_heads, head_dim):
-    """Tiled value heads back to grouped order."""
-    r = v_heads // k_heads
-    shape = list(a.shape)
-    a = a.reshape(shape[:axis] + [r, k_heads, head_dim] + shape[axis + 1:])
-    a = np.swapaxes(a, axis, axis + 1)
-    return np.ascontiguousarray(a).reshape(shape)
-
-
 def write_dequantized(name, cfg, decoded, out_dir):
     """The decoded GGUF weights back in the transformers text-model layout, float32."""
     src = read_dir(os.path.join(MODELS, name))
@@ -167,20 +174,18 @@ def write_dequantized(name, cfg, decoded, out_dir):
             q = p + "linear_attn."
             qkv = decoded[b + "attn_qkv.weight"]
             hf[q + "in_proj_qkv.weight"] = np.concatenate([qkv[:2 * kd], untiled(qkv[2 * kd:], 0, K, V, dv)])
-            hf[q + "in_proj_z.weight"] = untiled(decoded[b + "attn_gate.weight"], 0, K, V, dv)
-            hf[q + "in_proj_b.weight"] = untiled(decoded[b + "ssm_beta.weight"], 0, K, V, 1)
-            hf[q + "in_proj_a.weight"] = untiled(decoded[b + "ssm_alpha.weight"], 0, K, V, 1)
-            hf[q + "out_proj.weight"] = untiled(decoded[b + "ssm_out.weight"], 1, K, V, dv)
+            for h, g, axis, hd in GDN:
+                hf[q + h + ".weight"] = untiled(decoded[b + g + ".weight"], axis, K, V, dv if hd == "dv" else hd)
         else:
             a = p + "self_attn."
-            for h, g in [("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")]:
+            for h, g in ATTENTION:
                 hf[a + h + ".weight"] = decoded[b + g + ".weight"]
         m = p + "mlp."
         hf[m + "gate.weight"] = decoded[b + "ffn_gate_inp.weight"]
-        for h, g in [("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")]:
+        for h, g in EXPERTS:
             for e in range(cfg["num_experts"]):
                 hf[f"{m}experts.{e}.{h}.weight"] = decoded[b + g + ".weight"][e]
-        for h, g in [("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"), ("down_proj", "ffn_down_shexp")]:
+        for h, g in SHARED:
             hf[m + "shared_expert." + h + ".weight"] = decoded[b + g + ".weight"]
     hf["model.embed_tokens.weight"] = decoded["token_embd.weight"]
     if "output.weight" in decoded:
