@@ -61,6 +61,18 @@ def untiled(a, axis, k_heads, v_heads, head_dim):
     return reorder(a, axis, k_heads, v_heads, head_dim, False)
 
 
+# qwen35moe's integer metadata and the config.json field each comes from.
+# (in two runs, around the float keys, as the files list them)
+UINT_KEYS = [("block_count", "num_hidden_layers"), ("context_length", "max_position_embeddings"),
+             ("embedding_length", "hidden_size"), ("attention.head_count", "num_attention_heads"),
+             ("attention.head_count_kv", "num_key_value_heads"), ("attention.key_length", "head_dim"),
+             ("attention.value_length", "head_dim")]
+UINT_KEYS_AFTER = [("expert_count", "num_experts"), ("expert_used_count", "num_experts_per_tok"),
+             ("expert_feed_forward_length", "moe_intermediate_size"),
+             ("expert_shared_feed_forward_length", "shared_expert_intermediate_size"),
+             ("ssm.conv_kernel", "linear_conv_kernel_dim"), ("ssm.state_size", "linear_key_head_dim"),
+             ("ssm.group_count", "linear_num_key_heads"), ("ssm.time_step_rank", "linear_num_value_heads")]
+
 # The matrices whose names alone differ between the layouts.
 ATTENTION = [("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")]
 EXPERTS = [("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")]
@@ -121,25 +133,14 @@ def write_gguf(path, cfg, tensors, qtype=None):
     types = cfg["layer_types"]
     interval = types.index("full_attention") + 1
     assert all((i + 1) % interval == 0 for i, k in enumerate(types) if k == "full_attention"), "not an interval pattern"
-    w.add_uint32(A + "block_count", cfg["num_hidden_layers"])
-    w.add_uint32(A + "context_length", cfg["max_position_embeddings"])
-    w.add_uint32(A + "embedding_length", cfg["hidden_size"])
-    w.add_uint32(A + "attention.head_count", cfg["num_attention_heads"])
-    w.add_uint32(A + "attention.head_count_kv", cfg["num_key_value_heads"])
-    w.add_uint32(A + "attention.key_length", cfg["head_dim"])
-    w.add_uint32(A + "attention.value_length", cfg["head_dim"])
+    for key, field in UINT_KEYS:
+        w.add_uint32(A + key, cfg[field])
     w.add_float32(A + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
     rp = cfg.get("rope_parameters", {})
     w.add_uint32(A + "rope.dimension_count", int(cfg["head_dim"] * rp.get("partial_rotary_factor", 1.0)))
     w.add_float32(A + "rope.freq_base", rp.get("rope_theta", 10000.0))
-    w.add_uint32(A + "expert_count", cfg["num_experts"])
-    w.add_uint32(A + "expert_used_count", cfg["num_experts_per_tok"])
-    w.add_uint32(A + "expert_feed_forward_length", cfg["moe_intermediate_size"])
-    w.add_uint32(A + "expert_shared_feed_forward_length", cfg["shared_expert_intermediate_size"])
-    w.add_uint32(A + "ssm.conv_kernel", cfg["linear_conv_kernel_dim"])
-    w.add_uint32(A + "ssm.state_size", cfg["linear_key_head_dim"])
-    w.add_uint32(A + "ssm.group_count", cfg["linear_num_key_heads"])
-    w.add_uint32(A + "ssm.time_step_rank", cfg["linear_num_value_heads"])
+    for key, field in UINT_KEYS_AFTER:
+        w.add_uint32(A + key, cfg[field])
     w.add_uint32(A + "ssm.inner_size", cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"])
     w.add_uint32(A + "full_attention_interval", interval)
     w.add_uint32("tokenizer.ggml.eos_token_id", cfg["eos_token_id"])
