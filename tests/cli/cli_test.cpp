@@ -70,6 +70,14 @@ TEST(Cli, InfoDescribesTheCheckpoint) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
 }
 
+TEST(Cli, InfoDescribesAGgufFile) {
+  const auto r = test::run_lily("info --model " + test::model_dir("tiny-a-q8_0.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle : {"gguf (llama.cpp qwen35moe", "Q8_0 x45 (", "F32 x31 (", "gguf:         version 3, 1 file",
+                             "general.architecture = qwen35moe", "tokenizer:    none in the file"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
+}
+
 TEST(Cli, BadInputGetsAClearErrorAndNoCrash) {
   const std::string m = test::model_dir("tiny-a");
   struct Bad {

@@ -19,6 +19,40 @@ std::string human_bytes(double b) {
 }
 }  // namespace
 
+namespace {
+// What a GGUF file says of itself beyond the config: its general.* keys, the
+// tokenizer and whether it brings a chat template.
+void print_gguf(const GgufModel& g) {
+  std::cout << "gguf:         version " << g.first().version() << ", " << g.files().size() << " file"
+            << (g.files().size() == 1 ? "" : "s") << ", " << g.tensors().size() << " tensors, "
+            << g.first().metadata().size() << " metadata keys\n";
+  for (const auto& [key, value] : g.first().metadata()) {
+    if (key.rfind("general.", 0) != 0) continue;
+    std::cout << "              " << key << " = ";
+    if (value.is_string())
+      std::cout << value.as_string(key);
+    else if (value.is_array())
+      std::cout << "[" << value.as_array(key).size() << " entries]";
+    else if (const auto* b = std::get_if<bool>(&value.v))
+      std::cout << (*b ? "true" : "false");
+    else if (const auto* d = std::get_if<double>(&value.v))
+      std::cout << *d;
+    else
+      std::cout << value.as_int(key);
+    std::cout << "\n";
+  }
+  const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+  const GgufValue* model = g.find("tokenizer.ggml.model");
+  const GgufValue* pre = g.find("tokenizer.ggml.pre");
+  std::cout << "tokenizer:    "
+            << (tokens ? (model && model->is_string() ? model->as_string("m") : std::string("?")) + " (pre " +
+                             (pre && pre->is_string() ? pre->as_string("p") : std::string("-")) + "), " +
+                             std::to_string(tokens->is_array() ? tokens->as_array("t").size() : 0) + " tokens"
+                       : std::string("none in the file"))
+            << "; chat template: " << (g.find("tokenizer.chat_template") ? "yes" : "no") << "\n";
+}
+}  // namespace
+
 Command add_info_command(CLI::App& app) {
   struct Opts {
     std::string model;
@@ -51,8 +85,13 @@ Command add_info_command(CLI::App& app) {
                       << c.shared_expert_intermediate_size << "\n"
                       << "parameters:   " << r.parameters << " (text model)\n"
                       << "dtypes:      ";
-            for (const auto& [d, n] : r.dtype_counts) std::cout << " " << d << " x" << n;
+            for (const auto& [d, n] : r.dtype_counts) {
+              auto bytes = r.dtype_bytes.find(d);
+              std::cout << " " << d << " x" << n;
+              if (bytes != r.dtype_bytes.end()) std::cout << " (" << human_bytes(static_cast<double>(bytes->second)) << ")";
+            }
             std::cout << "\n";
+            if (const GgufModel* g = model->gguf()) print_gguf(*g);
             for (const auto& [g, n] : r.skipped_groups) std::cout << "skipped:      " << g << ".* (" << n << " tensors)\n";
             if (!r.ignored.empty()) std::cout << "ignored:      " << r.ignored.size() << " unused tensors\n";
             const double kv = static_cast<double>(model->kv_bytes_per_token());

@@ -53,6 +53,7 @@ class Binder {
       throw Error("tensor '" + name + "' has shape " + t->shape_string() + ", expected " + shape_str(shape));
     if (used_.insert(name).second) {
       report_->dtype_counts[std::string(dtype_name(t->dtype))]++;
+      report_->dtype_bytes[std::string(dtype_name(t->dtype))] += t->nbytes;
       report_->weight_bytes += t->nbytes;
     }
     return *t;

@@ -51,6 +51,7 @@ class GgufBinder {
     }
     if (used_.insert(name).second) {
       report_->dtype_counts[ggml_type_name(t->type)]++;
+      report_->dtype_bytes[ggml_type_name(t->type)] += t->nbytes;
       report_->weight_bytes += t->nbytes;
       report_->parameters += t->numel();
     }
