@@ -146,9 +146,13 @@ struct Walk {
   }
 
   void string(const std::string& s, const std::string& where) {
-    if (s.size() >= 6) scan_text(s, where, out.findings);
+    if (s.size() >= 6) {
+      std::vector<Finding> found;
+      scan_text(s, where, found);
+      for (Finding& f : found) out.add(std::move(f));
+    }
     if (const std::string cat = memory.quoted_in(s); !cat.empty())
-      out.findings.push_back({cat, "quotes an earlier " + cat + " tool result", where});
+      out.add({cat, "quotes an earlier " + cat + " tool result", where});
   }
 
   // `named`: the parent object already counted this object's tool name.
@@ -232,14 +236,6 @@ Classification Classifier::classify(const json& body, const std::string& route_h
   scan_joined(squeezed, "across messages", joined);
   for (Finding& f : joined)  // only what no single string showed: a value split between pieces
     if (std::none_of(out.findings.begin(), out.findings.end(), [&](const Finding& g) { return g.kind == f.kind; }))
-      out.findings.push_back(std::move(f));
-  // The detectors append directly; fold their categories in, without duplicates.
-  std::vector<Finding> all;
-  all.swap(out.findings);
-  for (Finding& f : all)
-    if (f.category.empty())
-      out.findings.push_back(std::move(f));
-    else
       out.add(std::move(f));
   return out;
 }

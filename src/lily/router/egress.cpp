@@ -23,14 +23,6 @@ namespace lily::router {
 
 using Clock = std::chrono::steady_clock;
 
-bool egress_has_tls() {
-#ifdef LILY_HAVE_OPENSSL
-  return true;
-#else
-  return false;
-#endif
-}
-
 struct Egress::Tls {
 #ifdef LILY_HAVE_OPENSSL
   SSL_CTX* ctx = nullptr;

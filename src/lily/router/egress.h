@@ -71,7 +71,4 @@ class Egress {
   std::unique_ptr<Tls> tls_;
 };
 
-// Whether this build can reach https:// endpoints.
-bool egress_has_tls();
-
 }  // namespace lily::router

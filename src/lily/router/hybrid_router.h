@@ -48,7 +48,6 @@ class HybridRouter {
   };
   Counts counts() const;
   void count_fallback() { ++fallback_local_; }
-  void count_local() { ++local_; }
 
  private:
   DeploymentConfig config_;
