@@ -1,5 +1,6 @@
 #include "lily/io/gguf.h"
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -49,10 +50,15 @@ constexpr Layout kLayouts[] = {
     {GgmlType::TQ2_0, "TQ2_0", 256, 66},   {GgmlType::MXFP4, "MXFP4", 32, 17},
 };
 
+// Indexed by type number: Matrix::row_bytes asks for every row it reads.
 const Layout* layout_of(GgmlType t) {
-  for (const Layout& l : kLayouts)
-    if (l.type == t) return &l;
-  return nullptr;
+  static const std::array<const Layout*, 64> by_type = [] {
+    std::array<const Layout*, 64> a{};
+    for (const Layout& l : kLayouts) a[static_cast<uint32_t>(l.type)] = &l;
+    return a;
+  }();
+  const uint32_t i = static_cast<uint32_t>(t);
+  return i < by_type.size() ? by_type[i] : nullptr;
 }
 
 // Reads the file's bytes in order, each read checked against the end.
