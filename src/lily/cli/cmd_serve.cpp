@@ -2,6 +2,7 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "lily/cli/commands.h"
 #include "lily/cli/device_flag.h"
@@ -51,31 +52,26 @@ bool sub_device_given(const CLI::App& sub) {
 
 // The deployment file's engine and routing policy. The engine must be one
 // this build can serve; a routing policy (or an audit log) makes the router.
-std::shared_ptr<router::HybridRouter> hybrid_router(const std::string& path, const std::string& audit_log,
-                                                    DeviceFlag& device, bool device_given) {
-  if (path.empty()) {
+std::shared_ptr<router::HybridRouter> hybrid_router(const router::DeploymentConfig* config, const std::string& path,
+                                                    const std::string& audit_log, DeviceFlag& device,
+                                                    bool device_given) {
+  if (!config) {
     if (!audit_log.empty()) throw Error("--audit-log records routing decisions: it needs --deployment-config");
     return nullptr;
   }
-  router::DeploymentConfig config;
-  try {
-    config = router::load_deployment_config(path);
-  } catch (const Error& e) {
-    throw Error(std::string("--deployment-config: ") + e.what());
-  }
 #ifndef LILY_HAVE_CUDA
-  if (config.engine == "lily-cuda")
+  if (config->engine == "lily-cuda")
     throw Error("--deployment-config: " + path + " asks for the engine 'lily-cuda', but this build has no CUDA backend");
 #endif
-  const std::string wanted = config.engine == "lily-cuda" ? "cuda" : config.engine == "lily-cpu" ? "cpu" : "auto";
+  const std::string wanted = config->engine == "lily-cuda" ? "cuda" : config->engine == "lily-cpu" ? "cpu" : "auto";
   if (!device_given)
     device.name = wanted;
   else if (wanted != "auto" && device.name != wanted)
-    throw Error("--deployment-config: " + path + " asks for the engine '" + config.engine + "' but --device is " +
+    throw Error("--deployment-config: " + path + " asks for the engine '" + config->engine + "' but --device is " +
                 device.name);
-  if (!config.has_routing && audit_log.empty()) return nullptr;
+  if (!config->has_routing && audit_log.empty()) return nullptr;
   try {
-    auto r = std::make_shared<router::HybridRouter>(std::move(config), audit_log);
+    auto r = std::make_shared<router::HybridRouter>(*config, audit_log);
     if (!r->destination().empty()) std::cerr << "lily serve: cloud tier " << r->destination() << "\n";
     return r;
   } catch (const Error& e) {
@@ -143,8 +139,11 @@ Command add_serve_command(CLI::App& app) {
   return {sub, [o, device, sub]() {
             o->cpu.apply();
             const std::string model = o->model.empty() ? default_model() : o->model[0];
-            o->server.router = hybrid_router(o->deployment_config, o->audit_log, *device, sub_device_given(*sub));
-            const double budget = memory_budget_gb(o->budget_gb, o->deployment_config);
+            std::optional<router::DeploymentConfig> deployment;
+            if (!o->deployment_config.empty()) deployment = read_deployment_config(o->deployment_config);
+            const router::DeploymentConfig* d = deployment ? &*deployment : nullptr;
+            o->server.router = hybrid_router(d, o->deployment_config, o->audit_log, *device, sub_device_given(*sub));
+            const double budget = memory_budget_gb(o->budget_gb, d);
             const std::string& host = o->server.host;
             const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
             if (!loopback && o->server.api_key.empty())

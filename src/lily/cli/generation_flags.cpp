@@ -1,7 +1,5 @@
 #include "lily/cli/generation_flags.h"
 
-#include "lily/router/deployment_config.h"
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -70,13 +68,22 @@ SamplingParams GenerationFlags::sampling(const Engine& engine) const {
   return p;
 }
 
-double memory_budget_gb(double flag_gb, const std::string& deployment_config) {
-  if (flag_gb > 0 || deployment_config.empty()) return flag_gb;
+router::DeploymentConfig read_deployment_config(const std::string& path) {
   try {
-    return router::load_deployment_config(deployment_config).memory_allocation_gb;
+    return router::load_deployment_config(path);
   } catch (const Error& e) {
     throw Error(std::string("--deployment-config: ") + e.what());
   }
+}
+
+double memory_budget_gb(double flag_gb, const router::DeploymentConfig* deployment) {
+  return flag_gb > 0 || !deployment ? flag_gb : deployment->memory_allocation_gb;
+}
+
+double memory_budget_gb(double flag_gb, const std::string& deployment_config) {
+  if (flag_gb > 0 || deployment_config.empty()) return flag_gb;
+  const router::DeploymentConfig d = read_deployment_config(deployment_config);
+  return memory_budget_gb(flag_gb, &d);
 }
 
 void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_t prompt) const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lily/cli/cpu_flags.h"
+#include "lily/router/deployment_config.h"
 #include "lily/runtime/engine.h"
 #include "lily/runtime/sampler.h"
 
@@ -37,9 +38,12 @@ struct GenerationFlags {
   void check_memory(const Engine& engine, int64_t context, int64_t prompt) const;
 };
 
+// --deployment-config's file, read and checked whole (an unknown key is an
+// error); errors name the flag.
+router::DeploymentConfig read_deployment_config(const std::string& path);
 // The memory budget in GiB: the flag, else the deployment config's memoryAllocationGB, else 0 (none).
-// The whole deployment file is checked (an unknown key is an error).
 double memory_budget_gb(double flag_gb, const std::string& deployment_config);
+double memory_budget_gb(double flag_gb, const router::DeploymentConfig* deployment);
 
 // The model directory to use: the one named, else $LILY_MODEL, else the small model shipped with Lily.
 std::string default_model();
