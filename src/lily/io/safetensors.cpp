@@ -20,7 +20,7 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-std::string TensorView::shape_string() const {
+std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
@@ -28,6 +28,8 @@ std::string TensorView::shape_string() const {
   }
   return s + "]";
 }
+
+std::string TensorView::shape_string() const { return lily::shape_string(shape); }
 
 namespace {
 // A header larger than this is not a checkpoint header (real ones are a few MB).

@@ -15,6 +15,9 @@
 
 namespace lily {
 
+// A shape as "[8, 64]", for messages.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // A tensor as it lies in a mapped file; `data` stays valid while the archive lives.
 struct TensorView {
   std::string name;

@@ -20,13 +20,6 @@ Matrix plain(DType dtype, const void* data, int64_t rows, int64_t cols) {
   return m;
 }
 
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  TensorView t;
-  t.shape = s;
-  return t.shape_string();
-}
-
 bool is_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 
 // How one layout names and stores the tensors.
@@ -45,12 +38,12 @@ class Binder {
   const TensorView& need(const std::string& name, const std::vector<int64_t>& shape, bool float_type = true) {
     const TensorView* t = archive_.find(name);
     if (t == nullptr)
-      throw Error("missing tensor '" + name + "' (expected shape " + shape_str(shape) + ")");
+      throw Error("missing tensor '" + name + "' (expected shape " + shape_string(shape) + ")");
     if (float_type && !is_float(t->dtype))
       throw Error("tensor '" + name + "' has dtype " + std::string(dtype_name(t->dtype)) + "; expected BF16, F16 or F32" +
                   (t->dtype == DType::U32 ? " (a packed weight needs its .scales and .biases)" : ""));
     if (t->shape != shape)
-      throw Error("tensor '" + name + "' has shape " + t->shape_string() + ", expected " + shape_str(shape));
+      throw Error("tensor '" + name + "' has shape " + t->shape_string() + ", expected " + shape_string(shape));
     if (used_.insert(name).second) {
       report_->dtype_counts[std::string(dtype_name(t->dtype))]++;
       report_->dtype_bytes[std::string(dtype_name(t->dtype))] += t->nbytes;
@@ -93,7 +86,7 @@ class Binder {
       throw Error("tensor '" + base + ".weight' has dtype " + std::string(dtype_name(w->dtype)) +
                   "; a quantized weight is packed in U32");
     if (w != nullptr && w->shape != packed)
-      throw Error("tensor '" + base + ".weight' has shape " + w->shape_string() + ", expected " + shape_str(packed) +
+      throw Error("tensor '" + base + ".weight' has shape " + w->shape_string() + ", expected " + shape_string(packed) +
                   " for " + std::to_string(q.bits) + "-bit packing of " + std::to_string(cols) + " columns");
     const TensorView& wt = need(base + ".weight", packed, false);
     const TensorView& st = need(base + ".scales", groups);

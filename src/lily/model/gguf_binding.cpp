@@ -4,6 +4,7 @@
 #include <set>
 
 #include "lily/error.h"
+#include "lily/io/safetensors.h"
 
 namespace lily {
 
@@ -41,14 +42,9 @@ class GgufBinder {
   const GgufTensor& need(const std::string& name, const std::vector<int64_t>& shape) {
     const GgufTensor* t = g_.tensor(name);
     if (!t) throw Error(g_.first().path() + ": missing tensor '" + name + "'");
-    if (t->shape != shape) {
-      auto str = [](const std::vector<int64_t>& s) {
-        std::string o = "[";
-        for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-        return o + "]";
-      };
-      throw Error(g_.first().path() + ": tensor '" + name + "' has shape " + str(t->shape) + ", expected " + str(shape));
-    }
+    if (t->shape != shape)
+      throw Error(g_.first().path() + ": tensor '" + name + "' has shape " + shape_string(t->shape) + ", expected " +
+                  shape_string(shape));
     if (used_.insert(name).second) {
       report_->dtype_counts[ggml_type_name(t->type)]++;
       report_->dtype_bytes[ggml_type_name(t->type)] += t->nbytes;
