@@ -116,6 +116,42 @@ class FakeCloud:
         self.httpd.server_close()
 
 
+class HostileCloud:
+    """A cloud tier that reads the request, then answers with `reply` bytes
+    (then, with `endless`, keeps sending header lines) and closes."""
+
+    def __init__(self, reply, endless=False):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.reply, self.endless, self.running = reply, endless, True
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    conn.sendall(self.reply)
+                    while self.endless:
+                        conn.sendall(b"X-Filler: " + b"a" * 1000 + b"\r\n")
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.running = False
+        self.sock.close()
+
+
 def chat(port, body, headers=None, stream=False):
     """(status, headers, body bytes) of a Chat Completions request."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -332,6 +368,26 @@ class Routing(unittest.TestCase):
         status, _, data = chat(srv2.port, user("Any news?", tools=[WEB_TOOL]))
         self.assertEqual(status, 502, data)
         self.assertIn(b"overloaded", data)
+
+    def test_a_hostile_cloud_answer_is_a_failure_not_a_crash(self):
+        cases = [("not http", HostileCloud(b"garbage\r\n\r\n")),
+                 ("endless head", HostileCloud(b"HTTP/1.1 200 OK\r\n", endless=True)),
+                 ("broken chunks", HostileCloud(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")),
+                 ("cut short", HostileCloud(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"id\"")),
+                 ("not json", HostileCloud(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))]
+        for name, cloud in cases:
+            with self.subTest(name):
+                self.addCleanup(cloud.stop)
+                log = os.path.join(self.tmp, "hostile.jsonl")
+                srv = self.serve(deployment(self.tmp, "hostile.json", f"http://127.0.0.1:{cloud.port}/v1"), log)
+                status, h, data = chat(srv.port, user("Any news?", tools=[WEB_TOOL]))
+                if name == "not json":
+                    self.assertEqual(status, 502, data)
+                else:
+                    self.assertEqual((status, h.get("x-lily-route")), (200, "local"), data)
+                self.assertEqual(srv.get("/health")[0], 200)
+                egress = [l for l in audit(log) if l["event"] == "egress"]
+                self.assertTrue(egress[-1]["error"] or name == "not json", egress[-1])
 
     def test_bad_routing_field_is_400_and_nothing_leaves(self):
         cloud = FakeCloud()

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -255,7 +256,11 @@ class AnswerReader {
       size_t eol;
       while ((eol = buf_.find("\r\n")) == std::string::npos)
         if (buf_.size() > 1024 || !fill()) return "a malformed chunked answer";
-      const uint64_t size = std::strtoull(buf_.c_str(), nullptr, 16);
+      // The size is hex digits, optionally followed by ";extensions".
+      if (eol == 0 || !std::isxdigit(static_cast<unsigned char>(buf_[0]))) return "a malformed chunked answer";
+      char* end = nullptr;
+      const uint64_t size = std::strtoull(buf_.c_str(), &end, 16);
+      if (end != buf_.c_str() + eol && *end != ';' && *end != ' ') return "a malformed chunked answer";
       buf_.erase(0, eol + 2);
       if (size == 0) return "";
       if (size > Egress::kMaxAnswerBytes) return "a chunk larger than the answer limit";
