@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "lily/cli/commands.h"
+#include "lily/cli/generation_flags.h"
+#include "lily/io/model_locator.h"
 #include "lily/model/model.h"
 
 namespace lily::cli {
@@ -60,15 +62,16 @@ Command add_info_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("info", "architecture, sizes, dtypes, layout and memory of a checkpoint");
-  sub->add_option("--model", o->model, "model directory")->required();
+  sub->add_option("--model", o->model, "model directory, GGUF file or Hugging Face repo id (default: the bundled model)");
   sub->add_option("--context", o->context, "context length for the memory estimate")->check(CLI::PositiveNumber);
   return {sub, [o]() {
-            auto model = Model::load(o->model);
+            const std::string path = locate_model(o->model.empty() ? default_model() : o->model);
+            auto model = Model::load(path);
             const ModelConfig& c = model->config();
             const LoadReport& r = model->report();
             std::string kinds;
             for (LayerKind k : c.layer_kinds) kinds += (k == LayerKind::FullAttention ? 'A' : 'D');
-            std::cout << "model:        " << o->model << "\n"
+            std::cout << "model:        " << path << "\n"
                       << "architecture: qwen3_5_moe (model_type " << c.model_type << ")\n"
                       << "layout:       " << layout_name(r.layout) << "\n"
                       << "layers:       " << c.num_layers << " (" << c.num_layers_of(LayerKind::LinearAttention)

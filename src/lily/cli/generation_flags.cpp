@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "lily/error.h"
 #include "lily/io/bounded_input.h"
+#include "lily/io/executable_path.h"
 #include "lily/runtime/memory_plan.h"
 
 namespace lily::cli {
@@ -104,7 +107,21 @@ void GenerationFlags::check_memory(const Engine& engine, int64_t context, int64_
 
 std::string default_model() {
   if (const char* m = std::getenv("LILY_MODEL"); m && *m) return m;
-  return LILY_DEFAULT_MODEL_DIR;
+  // Installed: the model lies in the data folder beside the binary's
+  // (<prefix>/bin/lily and <prefix>/share/lily/models/lily-tiny), wherever
+  // the prefix was moved. Built: the source tree's copy.
+  const std::filesystem::path exe = executable_path();
+  std::vector<std::filesystem::path> looked;
+  if (!exe.empty()) looked.push_back(exe.parent_path() / LILY_INSTALLED_DATA_RELATIVE / "models" / "lily-tiny");
+  looked.push_back(LILY_SOURCE_MODEL_DIR);
+  std::string where;
+  for (const auto& dir : looked) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(dir / "config.json", ec)) return dir.lexically_normal().string();
+    where += (where.empty() ? "" : ", ") + dir.lexically_normal().string();
+  }
+  throw Error("no model was named and the bundled model is not where it is installed (looked in " + where +
+              "): name one with --model or $LILY_MODEL");
 }
 
 }  // namespace lily::cli

@@ -10,7 +10,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"lily: local inference for Qwen3.6-35B-A3B (qwen3_5_moe)"};
-  app.set_version_flag("--version", std::string("lily ") + lily::kVersion);
+  app.set_version_flag("--version", lily::version_line());
   app.require_subcommand(1);
   const std::vector<lily::cli::Command> commands = {
       lily::cli::add_run_command(app),
