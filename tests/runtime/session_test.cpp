@@ -67,7 +67,7 @@ TEST(ModelLocator, ResolvesTheHuggingFaceCacheOffline) {
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("not in the Hugging Face cache"), std::string::npos) << m;
-    EXPECT_NE(m.find("hf download Qwen/Missing-Model"), std::string::npos) << m;
+    EXPECT_NE(m.find("lily pull Qwen/Missing-Model"), std::string::npos) << m;
   }
   unsetenv("HF_HUB_CACHE");
   setenv("HF_HOME", d.str().c_str(), 1);  // then $HF_HOME/hub

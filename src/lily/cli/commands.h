@@ -30,6 +30,7 @@ Command add_synth_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_audit_command(CLI::App& app);
+Command add_pull_command(CLI::App& app);
 
 // Parses "1,2,3" into token ids; throws lily::Error on anything else.
 std::vector<int32_t> parse_token_list(const std::string& text);

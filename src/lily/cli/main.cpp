@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       lily::cli::add_logits_command(app),
       lily::cli::add_generate_command(app),
       lily::cli::add_info_command(app),
+      lily::cli::add_pull_command(app),
   };
   std::string names;
   bool known = false;

@@ -1,6 +1,6 @@
 // Finds a model's directory from what a user typed: a local path, or a
 // Hugging Face repo id resolved offline in the Hugging Face cache
-// ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub). Never downloads.
+// (io/hf_cache). Never downloads: `lily pull` does.
 #pragma once
 
 #include <string>

@@ -1,394 +1,43 @@
 #include "lily/router/egress.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cerrno>
-#include <chrono>
 #include <cstdlib>
-#include <cstring>
-#include <fcntl.h>
 
 #include "lily/error.h"
 
-#ifdef LILY_HAVE_OPENSSL
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#endif
-
 namespace lily::router {
 
-using Clock = std::chrono::steady_clock;
-
-struct Egress::Tls {
-#ifdef LILY_HAVE_OPENSSL
-  SSL_CTX* ctx = nullptr;
-  ~Tls() {
-    if (ctx) SSL_CTX_free(ctx);
-  }
-#endif
-};
-
-namespace {
-
-#ifdef LILY_HAVE_OPENSSL
-std::string tls_error() {
-  const unsigned long e = ERR_get_error();
-  if (!e) return "TLS error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-#endif
-
-// One connection: a socket, and a TLS session over it for https.
-class Connection {
- public:
-  Connection(Clock::time_point deadline) : deadline_(deadline) {}
-  ~Connection() {
-#ifdef LILY_HAVE_OPENSSL
-    if (ssl_) SSL_free(ssl_);
-#endif
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  // Empty on success, else why not.
-  std::string connect(const std::string& host, int port) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_family = AF_UNSPEC;
-    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (rc != 0) return "cannot resolve " + host + ": " + gai_strerror(rc);
-    std::string why = "no address";
-    for (addrinfo* a = res; a; a = a->ai_next) {
-      fd_ = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd_ < 0) continue;
-      ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
-      if (::connect(fd_, a->ai_addr, a->ai_addrlen) == 0 || (errno == EINPROGRESS && wait(POLLOUT) && connected())) {
-        ::freeaddrinfo(res);
-        return "";
-      }
-      why = std::string("cannot connect to ") + host + ":" + std::to_string(port) + ": " +
-            (timed_out() ? "timed out" : std::strerror(errno));
-      ::close(fd_);
-      fd_ = -1;
-    }
-    ::freeaddrinfo(res);
-    return why;
-  }
-
-#ifdef LILY_HAVE_OPENSSL
-  std::string handshake(SSL_CTX* ctx, const std::string& host) {
-    ssl_ = SSL_new(ctx);
-    if (!ssl_) return tls_error();
-    SSL_set_fd(ssl_, fd_);
-    SSL_set_tlsext_host_name(ssl_, host.c_str());
-    SSL_set1_host(ssl_, host.c_str());  // the certificate must name this host
-    for (;;) {
-      const int rc = SSL_connect(ssl_);
-      if (rc == 1) return "";
-      const int e = SSL_get_error(ssl_, rc);
-      if ((e == SSL_ERROR_WANT_READ && wait(POLLIN)) || (e == SSL_ERROR_WANT_WRITE && wait(POLLOUT))) continue;
-      if (timed_out()) return "TLS handshake timed out";
-      const long verify = SSL_get_verify_result(ssl_);
-      if (verify != X509_V_OK) return std::string("certificate not trusted: ") + X509_verify_cert_error_string(verify);
-      return "TLS handshake failed: " + tls_error();
-    }
-  }
-#endif
-
-  bool write_all(std::string_view data, uint64_t& counted) {
-    while (!data.empty()) {
-      const long n = write_some(data);
-      if (n <= 0) return false;
-      counted += static_cast<uint64_t>(n);
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // Up to `cap` bytes; 0 at the end of the stream, -1 on error or timeout.
-  long read_some(char* buf, size_t cap) {
-    for (;;) {
-#ifdef LILY_HAVE_OPENSSL
-      if (ssl_) {
-        const int n = SSL_read(ssl_, buf, static_cast<int>(cap));
-        if (n > 0) return n;
-        const int e = SSL_get_error(ssl_, n);
-        if (e == SSL_ERROR_ZERO_RETURN) return 0;
-        if ((e == SSL_ERROR_WANT_READ && wait(POLLIN)) || (e == SSL_ERROR_WANT_WRITE && wait(POLLOUT))) continue;
-        // A peer that closes without close_notify still ends the body it framed.
-        return e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? 0 : -1;
-      }
-#endif
-      const ssize_t n = ::recv(fd_, buf, cap, 0);
-      if (n >= 0) return n;
-      if ((errno == EAGAIN || errno == EWOULDBLOCK) && wait(POLLIN)) continue;
-      if (errno == EINTR) continue;
-      return -1;
-    }
-  }
-
-  bool timed_out() const { return Clock::now() >= deadline_; }
-
- private:
-  long write_some(std::string_view data) {
-    for (;;) {
-#ifdef LILY_HAVE_OPENSSL
-      if (ssl_) {
-        const int n = SSL_write(ssl_, data.data(), static_cast<int>(std::min<size_t>(data.size(), 1 << 20)));
-        if (n > 0) return n;
-        const int e = SSL_get_error(ssl_, n);
-        if ((e == SSL_ERROR_WANT_READ && wait(POLLIN)) || (e == SSL_ERROR_WANT_WRITE && wait(POLLOUT))) continue;
-        return -1;
-      }
-#endif
-      const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n > 0) return n;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait(POLLOUT)) continue;
-      if (n < 0 && errno == EINTR) continue;
-      return -1;
-    }
-  }
-
-  bool wait(short events) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd_, events, 0};
-    const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-    return rc > 0;
-  }
-
-  bool connected() const {
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return false;
-    errno = err;  // for the caller's message
-    return err == 0;
-  }
-
-  Clock::time_point deadline_;
-  int fd_ = -1;
-#ifdef LILY_HAVE_OPENSSL
-  SSL* ssl_ = nullptr;
-#endif
-};
-
-// Reads the HTTP answer: status line and headers, then the body (length,
-// chunked, or until the peer closes), passing body bytes to `on_data`.
-class AnswerReader {
- public:
-  AnswerReader(Connection& c, EgressResult& r) : c_(c), r_(r) {}
-  void set_sink(const std::function<bool(std::string_view)>* on_data) { on_data_ = on_data; }
-
-  std::string head() {
-    std::string head;
-    while (head.find("\r\n\r\n") == std::string::npos) {
-      if (head.size() > (64 << 10)) return "the answer's headers exceed 64 KiB";
-      if (!fill()) return c_.timed_out() ? "timed out waiting for the answer" : "the connection closed before an answer";
-      head += buf_;
-      buf_.clear();
-    }
-    const size_t end = head.find("\r\n\r\n");
-    buf_ = head.substr(end + 4);
-    head.resize(end);
-    if (head.rfind("HTTP/1.", 0) != 0 || head.size() < 12) return "the answer is not HTTP/1.x";
-    r_.status = std::atoi(head.c_str() + 9);
-    bool chunked = false;
-    int64_t length = -1;
-    size_t pos = head.find("\r\n");
-    while (pos != std::string::npos) {
-      const size_t next = head.find("\r\n", pos + 2);
-      std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(0, colon), value = line.substr(colon + 1);
-        for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-        if (name == "transfer-encoding" && value.find("chunked") != std::string::npos) chunked = true;
-        if (name == "content-length") length = std::strtoll(value.c_str(), nullptr, 10);
-        if (name == "content-type") r_.content_type = value;
-      }
-      pos = next;
-    }
-    chunked_ = chunked;
-    length_ = length;
-    return "";
-  }
-
-  std::string body() { return chunked_ ? read_chunked() : read_plain(length_); }
-
- private:
-  bool fill() {
-    char tmp[16384];
-    const long n = c_.read_some(tmp, sizeof tmp);
-    if (n <= 0) return false;
-    r_.bytes_received += static_cast<uint64_t>(n);
-    if (r_.bytes_received > Egress::kMaxAnswerBytes + (64 << 10)) return false;
-    buf_.append(tmp, static_cast<size_t>(n));
-    return true;
-  }
-
-  bool deliver(std::string_view data) {
-    delivered_ += data.size();
-    if (delivered_ > Egress::kMaxAnswerBytes) return false;
-    return (*on_data_)(data);
-  }
-
-  std::string read_plain(int64_t length) {
-    uint64_t left = length < 0 ? UINT64_MAX : static_cast<uint64_t>(length);
-    for (;;) {
-      const size_t take = static_cast<size_t>(std::min<uint64_t>(left, buf_.size()));
-      if (take && !deliver(std::string_view(buf_).substr(0, take))) return stop_reason();
-      buf_.erase(0, take);
-      left -= take;
-      if (left == 0) return "";
-      if (!fill()) return length < 0 && !c_.timed_out() ? "" : "the answer ended early";
-    }
-  }
-
-  std::string read_chunked() {
-    for (;;) {
-      size_t eol;
-      while ((eol = buf_.find("\r\n")) == std::string::npos)
-        if (buf_.size() > 1024 || !fill()) return "a malformed chunked answer";
-      // The size is hex digits, optionally followed by ";extensions".
-      if (eol == 0 || !std::isxdigit(static_cast<unsigned char>(buf_[0]))) return "a malformed chunked answer";
-      char* end = nullptr;
-      const uint64_t size = std::strtoull(buf_.c_str(), &end, 16);
-      if (end != buf_.c_str() + eol && *end != ';' && *end != ' ') return "a malformed chunked answer";
-      buf_.erase(0, eol + 2);
-      if (size == 0) return "";
-      if (size > Egress::kMaxAnswerBytes) return "a chunk larger than the answer limit";
-      while (buf_.size() < size + 2)
-        if (!fill()) return "the answer ended early";
-      if (!deliver(std::string_view(buf_).substr(0, size))) return stop_reason();
-      buf_.erase(0, size + 2);
-    }
-  }
-
-  std::string stop_reason() const {
-    return delivered_ > Egress::kMaxAnswerBytes ? "the answer exceeds 64 MiB" : "";  // "" : the caller stopped
-  }
-
-  Connection& c_;
-  EgressResult& r_;
-  const std::function<bool(std::string_view)>* on_data_ = nullptr;
-  std::string buf_;
-  uint64_t delivered_ = 0;
-  bool chunked_ = false;
-  int64_t length_ = -1;
-};
-
-}  // namespace
-
-Egress::Egress(const CloudTier& tier, double timeout_s) : timeout_s_(timeout_s), tls_(std::make_unique<Tls>()) {
-  std::string rest;
-  if (tier.base_url.rfind("https://", 0) == 0) {
-    https_ = true;
-    rest = tier.base_url.substr(8);
-  } else if (tier.base_url.rfind("http://", 0) == 0) {
-    rest = tier.base_url.substr(7);
-  } else {
-    throw Error("the cloud tier's baseUrl must start with http:// or https://");
-  }
-  const size_t slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  base_path_ = slash == std::string::npos ? "" : rest.substr(slash);
-  if (authority.find('@') != std::string::npos)
-    throw Error("the cloud tier's baseUrl must not hold credentials (use apiKeyEnv)");
-  port_ = https_ ? 443 : 80;
-  if (!authority.empty() && authority.front() == '[') {  // [IPv6]:port
-    const size_t close = authority.find(']');
-    if (close == std::string::npos) throw Error("the cloud tier's baseUrl has a malformed IPv6 address");
-    host_ = authority.substr(1, close - 1);
-    if (close + 1 < authority.size() && authority[close + 1] == ':') port_ = std::atoi(authority.c_str() + close + 2);
-  } else {
-    const size_t colon = authority.rfind(':');
-    host_ = authority.substr(0, colon);
-    if (colon != std::string::npos) port_ = std::atoi(authority.c_str() + colon + 1);
-  }
-  if (host_.empty() || port_ <= 0 || port_ > 65535) throw Error("the cloud tier's baseUrl has no valid host and port");
+Egress::Egress(const CloudTier& tier, double timeout_s)
+    : base_(net::Url::parse(tier.base_url, "the cloud tier's baseUrl")), timeout_s_(timeout_s) {
   if (!tier.api_key_env.empty()) {
     const char* key = std::getenv(tier.api_key_env.c_str());
     if (!key || !*key)
       throw Error("the cloud tier's key variable " + tier.api_key_env + " (hybridRouting.cloud.apiKeyEnv) is not set");
     api_key_ = key;
   }
-  if (!https_) return;
-#ifdef LILY_HAVE_OPENSSL
-  tls_->ctx = SSL_CTX_new(TLS_client_method());
-  if (!tls_->ctx) throw Error("cannot set up TLS: " + tls_error());
-  SSL_CTX_set_min_proto_version(tls_->ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(tls_->ctx, SSL_VERIFY_PEER, nullptr);
-  if (SSL_CTX_set_default_verify_paths(tls_->ctx) != 1) throw Error("cannot load the system's CA certificates");
-  if (!tier.ca_file.empty() && SSL_CTX_load_verify_locations(tls_->ctx, tier.ca_file.c_str(), nullptr) != 1)
-    throw Error("cannot read the CA certificates in " + tier.ca_file + " (hybridRouting.cloud.caFile): " + tls_error());
-#else
-  throw Error("this build of Lily has no TLS (OpenSSL was not found at build time): the cloud tier cannot be https://");
-#endif
+  if (base_.https && !net::HttpClient::has_tls())
+    throw Error("this build of Lily has no TLS (OpenSSL was not found at build time): the cloud tier cannot be https://");
+  try {
+    client_ = std::make_unique<net::HttpClient>(base_.https ? tier.ca_file : "");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (hybridRouting.cloud.caFile)");
+  }
+  // The base's path is a prefix: "/v1" + "/chat/completions".
+  if (!base_.target.empty() && base_.target.back() == '/') base_.target.pop_back();
 }
 
 Egress::~Egress() = default;
 
-std::string Egress::destination() const {
-  return std::string(https_ ? "https://" : "http://") + (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) +
-         ":" + std::to_string(port_) + base_path_;
-}
-
-struct EgressCall::State {
-  explicit State(Clock::time_point deadline) : connection(deadline) {}
-  Connection connection;
-  std::unique_ptr<AnswerReader> reader;
-  double timeout_s = 0;
-};
-
-EgressCall::EgressCall() = default;
-EgressCall::~EgressCall() = default;
-
-bool EgressCall::read_body(const std::function<bool(std::string_view)>& on_data) {
-  if (!s_ || !s_->reader) return false;
-  s_->reader->set_sink(&on_data);
-  r_.error = s_->reader->body();
-  if (!r_.error.empty() && s_->connection.timed_out())
-    r_.error = "timed out after " + std::to_string(s_->timeout_s) + " s";
-  s_.reset();  // the connection closes here
-  return r_.error.empty();
-}
+std::string Egress::destination() const { return base_.origin() + base_.target; }
 
 std::unique_ptr<EgressCall> Egress::start(const std::string& path, const std::string& body) const {
-  std::unique_ptr<EgressCall> call(new EgressCall());
-  EgressResult& r = call->r_;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
-  call->s_ = std::make_unique<EgressCall::State>(deadline);
-  call->s_->timeout_s = timeout_s_;
-  Connection& c = call->s_->connection;
-  auto fail = [&](std::string why) {
-    r.error = std::move(why);
-    call->s_.reset();
-    return std::move(call);
-  };
-  if (std::string why = c.connect(host_, port_); !why.empty()) return fail(why);
-#ifdef LILY_HAVE_OPENSSL
-  if (https_)
-    if (std::string why = c.handshake(tls_->ctx, host_); !why.empty()) return fail(why);
-#endif
-  std::string head = "POST " + base_path_ + path + " HTTP/1.1\r\nHost: " + host_ + ":" + std::to_string(port_) +
-                     "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-                     "Connection: close\r\nUser-Agent: lily\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n";
-  if (!api_key_.empty()) head += "Authorization: Bearer " + api_key_ + "\r\n";
-  head += "\r\n";
-  if (!c.write_all(head, r.bytes_sent) || !c.write_all(body, r.bytes_sent))
-    return fail(c.timed_out() ? "timed out sending the request" : "the connection closed while sending the request");
-  call->s_->reader = std::make_unique<AnswerReader>(c, r);
-  if (std::string why = call->s_->reader->head(); !why.empty())
-    return fail(c.timed_out() ? "timed out after " + std::to_string(timeout_s_) + " s" : why);
-  return call;
+  net::Url url = base_;
+  url.target += path;
+  net::Headers headers = {{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
+  if (!api_key_.empty()) headers.emplace_back("Authorization", "Bearer " + api_key_);
+  net::HttpLimits limits;
+  limits.timeout_s = timeout_s_;
+  limits.max_body_bytes = kMaxAnswerBytes;
+  return client_->start("POST", url, headers, body, limits);
 }
 
 }  // namespace lily::router

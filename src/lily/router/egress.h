@@ -1,8 +1,8 @@
 // The only code in Lily that sends request data off the machine: HTTP/1.1
-// POSTs to the deployment's cloud tier (an OpenAI-compatible endpoint), over
-// TLS with certificate and host name verification for https:// URLs. It
-// counts the bytes it sends and receives for the egress audit log, bounds
-// the time and the size of the answer, and never logs the API key.
+// POSTs to the deployment's cloud tier (an OpenAI-compatible endpoint)
+// through the outbound client (net/http_client: TLS with certificate and host
+// name verification for https:// URLs, byte counts for the egress audit log,
+// bounded time and answer size). It never logs the API key.
 #pragma once
 
 #include <cstdint>
@@ -11,36 +11,15 @@
 #include <string>
 #include <string_view>
 
+#include "lily/net/http_client.h"
 #include "lily/router/deployment_config.h"
 
 namespace lily::router {
 
-struct EgressResult {
-  int status = 0;            // the HTTP status, 0 when no answer came
-  std::string error;         // why the call failed (connection, TLS, timeout), empty on an answer
-  std::string content_type;  // of the answer
-  uint64_t bytes_sent = 0;   // HTTP bytes written: request line, headers and body
-  uint64_t bytes_received = 0;
-};
-
-// One call in flight: the request is sent and the answer's head read; the
-// body is read with read_body. The totals keep counting until it ends.
-class EgressCall {
- public:
-  ~EgressCall();
-  const EgressResult& result() const { return r_; }
-  bool ok() const { return r_.error.empty() && r_.status >= 200 && r_.status < 300; }
-  // Passes the decoded body to `on_data` as it arrives (return false to stop);
-  // false when the body could not be read whole (result().error says why).
-  bool read_body(const std::function<bool(std::string_view)>& on_data);
-
- private:
-  friend class Egress;
-  struct State;
-  EgressCall();
-  EgressResult r_;
-  std::unique_ptr<State> s_;
-};
+// The outcome of a call to the cloud tier and its byte counts (the audit log's).
+using EgressResult = net::HttpResult;
+// One call in flight: the answer's head is read; its body with read_body.
+using EgressCall = net::HttpCall;
 
 class Egress {
  public:
@@ -62,13 +41,10 @@ class Egress {
   static constexpr uint64_t kMaxAnswerBytes = uint64_t(64) << 20;
 
  private:
-  struct Tls;
-  bool https_ = false;
-  std::string host_, base_path_;
-  int port_ = 0;
+  net::Url base_;
   std::string api_key_;
   double timeout_s_;
-  std::unique_ptr<Tls> tls_;
+  std::unique_ptr<net::HttpClient> client_;
 };
 
 }  // namespace lily::router
