@@ -10,7 +10,7 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 bash scripts/configure-sanitizers.sh asan >/dev/null
 cmake --build build-asan -j"$jobs" --target lily lily_tests lily_server_tests
-# The Node clients' cases and the soak repeat what the hardening test does
+# The Node clients' cases (the web page's included) and the soak repeat what the hardening test does
 # to the server at several times the cost here: they run natively. So do the
 # conformance cases of the CPU's higher ISA levels (AVX2's ops, float and
 # int8, cover the same code around their kernels) and the whole-model ones
@@ -18,7 +18,7 @@ cmake --build build-asan -j"$jobs" --target lily lily_tests lily_server_tests
 # token picks of the int8 candidates are the float ones' (int8 changes no
 # pick), and the concurrent-streams run is ThreadSanitizer's to check.
 (cd build-asan && ctest --output-on-failure -j"$jobs" \
-   -E 'Server\..*NodeClient|Server.Soak|Conformance\..*/(cpu_avx512|cpu_amx|cuda)|WholeModel\.|TokenPicksAgree/.*_int8|SchedulerTest\.ConcurrentStreams')
+   -E 'Server\..*NodeClient|Server.WebChat|Server.Soak|Conformance\..*/(cpu_avx512|cpu_amx|cuda)|WholeModel\.|TokenPicksAgree/.*_int8|SchedulerTest\.ConcurrentStreams')
 
 bash scripts/configure-sanitizers.sh tsan >/dev/null
 cmake --build build-tsan -j"$jobs" --target lily lily_tests

@@ -17,6 +17,7 @@
 #include "lily/server/openai_request.h"
 #include "lily/server/openai_response.h"
 #include "lily/server/responses_api.h"
+#include "lily/server/web/chat_page.h"
 #include "lily/version.h"
 
 namespace lily::server {
@@ -345,7 +346,10 @@ void HttpServer::routes() {
   });
 
   h.route("GET", "/", [](const http::Request&, http::Response& res) {
-    res.set_content("Lily is running\n", "text/plain; charset=utf-8");
+    res.set_header("Content-Security-Policy", kChatPagePolicy);
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_content(std::string(kChatPage), "text/html; charset=utf-8");
   });
   h.route("GET", "/health", [this](const http::Request&, http::Response& res) {
     if (ready_)

@@ -134,6 +134,17 @@ json AnswerBuilder::usage(const JobEvent& done) const {
           {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
 }
 
+json AnswerBuilder::timings(const JobEvent& done) {
+  const int64_t prompt_n = done.prompt_tokens - done.cached_tokens;
+  auto per_second = [](int64_t n, double s) { return s > 0 ? double(n) / s : 0.0; };
+  return {{"prompt_n", prompt_n},
+          {"prompt_ms", done.prefill_seconds * 1000},
+          {"prompt_per_second", per_second(prompt_n, done.prefill_seconds)},
+          {"predicted_n", done.completion_tokens},
+          {"predicted_ms", done.decode_seconds * 1000},
+          {"predicted_per_second", per_second(done.completion_tokens, done.decode_seconds)}};
+}
+
 std::vector<json> AnswerBuilder::closing_chunks(const JobEvent& done) {
   std::vector<json> out;
   json fields = {{"finish_reason", finish_reason(done)}};
@@ -144,6 +155,7 @@ std::vector<json> AnswerBuilder::closing_chunks(const JobEvent& done) {
     json u = chunk({});
     u["choices"] = json::array();
     u["usage"] = usage(done);
+    u["timings"] = timings(done);
     out.push_back(u);
   }
   return out;
@@ -174,7 +186,8 @@ json AnswerBuilder::response(const JobEvent& done) {
           {"model", model_},
           {"system_fingerprint", "lily"},
           {"choices", json::array({choice})},
-          {"usage", usage(done)}};
+          {"usage", usage(done)},
+          {"timings", timings(done)}};
 }
 
 }  // namespace lily::server

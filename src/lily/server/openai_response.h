@@ -41,6 +41,9 @@ class AnswerBuilder : public AnswerFormat {
   nlohmann::ordered_json chunk(nlohmann::ordered_json delta_or_choice_fields) const;
   nlohmann::ordered_json logprob_entries(const std::vector<TokenLogprob>& lps) const;
   nlohmann::ordered_json usage(const JobEvent& done) const;
+  // Prompt and decode speed as llama.cpp's server reports them (its web UI and
+  // Lily's read "timings" beside "usage").
+  static nlohmann::ordered_json timings(const JobEvent& done);
   std::string finish_reason(const JobEvent& done) const;
   void take(const ParsedDelta& d, nlohmann::ordered_json& delta);
 
