@@ -78,6 +78,27 @@ TEST(Cli, InfoDescribesAGgufFile) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
 }
 
+TEST(Cli, QuantizeWritesAGgufThatRunsWithItsOwnTokenizer) {
+  // The bundled model as one GGUF file: its tokenizer and chat template travel
+  // in the metadata, and the same prompt gives the same greedy answer.
+  test::TempDir dir;
+  const std::string gguf = (dir.path() / "lily-tiny-f32.gguf").string();
+  const auto q = test::run_lily("quantize --model " + test::tiny_model_dir() + " --out " + gguf + " --gguf f32");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const auto info = test::run_lily("info --model " + gguf);
+  EXPECT_NE(info.out.find("tokenizer:    gpt2 (pre qwen2), 151936 tokens; chat template: yes"), std::string::npos)
+      << info.out;
+  const std::string ask = " \"What is 23 + 58?\" --max-tokens 12 --temperature 0 --no-think";
+  const auto from_gguf = test::run_lily("run " + gguf + ask);
+  const auto from_dir = test::run_lily("run " + test::tiny_model_dir() + ask);
+  ASSERT_EQ(from_gguf.exit_code, 0) << from_gguf.err;
+  EXPECT_EQ(from_gguf.out, from_dir.out);
+  EXPECT_NE(from_gguf.err.find("prompt: 22 tokens"), std::string::npos) << from_gguf.err;
+  const auto mixed = test::run_lily("quantize --model " + test::tiny_model_dir() + " --out " + gguf + " --gguf q4_k");
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_NE(mixed.err.find("--gguf q4_k is not a type lily writes"), std::string::npos) << mixed.err;
+}
+
 TEST(Cli, BadInputGetsAClearErrorAndNoCrash) {
   const std::string m = test::model_dir("tiny-a");
   struct Bad {
