@@ -1,5 +1,4 @@
 // `lily info`: what a checkpoint is: architecture, sizes, dtypes, layout and memory.
-#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -7,19 +6,9 @@
 #include "lily/cli/generation_flags.h"
 #include "lily/io/model_locator.h"
 #include "lily/model/model.h"
+#include "lily/units.h"
 
 namespace lily::cli {
-
-namespace {
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
-}  // namespace
 
 namespace {
 // What a GGUF file says of itself beyond the config: its general.* keys, the

@@ -1,5 +1,7 @@
 #include "lily/hub/progress.h"
 
+#include "lily/units.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,14 +14,7 @@ Progress::Progress(std::ostream& out, bool terminal) : out_(out), terminal_(term
 
 Progress::~Progress() { finish(); }
 
-std::string Progress::human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
-  return buf;
-}
+std::string Progress::human_bytes(double b) { return lily::human_bytes(b, 1); }
 
 std::string Progress::human_time(double s) {
   if (!std::isfinite(s) || s < 0) return "--:--";

@@ -215,27 +215,21 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
   w.add_string("general.name", fs::path(src).lexically_normal().filename().string());
   w.add_uint32("general.file_type", static_cast<uint32_t>(ftype));
   w.add_uint32("general.quantization_version", 2);
-  auto u32 = [&](const std::string& k, int64_t v) { w.add_uint32(A + k, static_cast<uint32_t>(v)); };
-  u32("block_count", c.num_layers);
-  u32("context_length", c.max_position_embeddings);
-  u32("embedding_length", c.hidden_size);
-  u32("attention.head_count", c.num_heads);
-  u32("attention.head_count_kv", c.num_kv_heads);
-  u32("attention.key_length", c.head_dim);
-  u32("attention.value_length", c.head_dim);
+  // The numbers llama.cpp's qwen35moe loader reads, and the two it reads as floats.
+  const std::pair<const char*, int64_t> numbers[] = {
+      {"block_count", c.num_layers}, {"context_length", c.max_position_embeddings},
+      {"embedding_length", c.hidden_size}, {"attention.head_count", c.num_heads},
+      {"attention.head_count_kv", c.num_kv_heads}, {"attention.key_length", c.head_dim},
+      {"attention.value_length", c.head_dim}, {"rope.dimension_count", c.rotary_dim},
+      {"expert_count", c.num_experts}, {"expert_used_count", c.experts_per_token},
+      {"expert_feed_forward_length", c.moe_intermediate_size},
+      {"expert_shared_feed_forward_length", c.shared_expert_intermediate_size},
+      {"ssm.conv_kernel", c.linear_conv_kernel}, {"ssm.state_size", c.linear_key_head_dim},
+      {"ssm.group_count", c.linear_num_key_heads}, {"ssm.time_step_rank", c.linear_num_value_heads},
+      {"ssm.inner_size", c.gdn_value_dim()}, {"full_attention_interval", interval}};
+  for (const auto& [key, value] : numbers) w.add_uint32(A + key, static_cast<uint32_t>(value));
   w.add_float32(A + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  u32("rope.dimension_count", c.rotary_dim);
   w.add_float32(A + "rope.freq_base", static_cast<float>(c.rope_theta));
-  u32("expert_count", c.num_experts);
-  u32("expert_used_count", c.experts_per_token);
-  u32("expert_feed_forward_length", c.moe_intermediate_size);
-  u32("expert_shared_feed_forward_length", c.shared_expert_intermediate_size);
-  u32("ssm.conv_kernel", c.linear_conv_kernel);
-  u32("ssm.state_size", c.linear_key_head_dim);
-  u32("ssm.group_count", c.linear_num_key_heads);
-  u32("ssm.time_step_rank", c.linear_num_value_heads);
-  u32("ssm.inner_size", c.gdn_value_dim());
-  u32("full_attention_interval", interval);
   if (!c.eos_token_ids.empty()) w.add_uint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(c.eos_token_ids[0]));
   if (c.bos_token_id >= 0) w.add_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_token_id));
   add_tokenizer(w, fs::path(src), c);
