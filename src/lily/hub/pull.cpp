@@ -236,7 +236,7 @@ bool fetch(Job& job, const RepoFile& f) {
     job.progress.end_file(slot, "failed");
     throw Error(why + (fs::exists(part) ? " (the partial file is kept; pull again to resume)" : ""));
   }
-  if (::fdatasync(fd.get()) != 0) throw Error("cannot flush " + part + ": " + errno_text());
+  if (::fsync(fd.get()) != 0) throw Error("cannot flush " + part + ": " + errno_text());
   const std::string got = hash.hex();
   if (got != f.hash) {
     ::unlink(part.c_str());
