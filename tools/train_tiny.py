@@ -405,12 +405,13 @@ def main():
     loop_forward, experts_cls.forward = experts_cls.forward, dense_experts_forward
     restore_chunk_rule = install_chunk_rule(model, device)
     tap = RouterTap(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    # fused: one kernel for every parameter's update, not a launch per tensor
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
     batches = prefetch(iter(Batches(pairs, args.tokens_per_batch, CONFIG["pad_token_id"], args.seed)))
     train_start = time.time()
     # Training stops early enough to leave time for export and evaluation.
     train_end = deadline - 50
-    warmup, step = 200, 0
+    warmup, step, tokens_seen = 200, 0, 0
     log = open(os.path.join(args.out, "training_log.csv"), "w", newline="")
     writer = csv.writer(log)
     writer.writerow(["step", "seconds", "loss", "router_under_margin", "lr"])
@@ -433,6 +434,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         ids, target = next(batches)
+        tokens_seen += ids.numel()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = answer_loss(model, ids, target)
         keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
@@ -447,7 +449,8 @@ def main():
                              f"{lr:.3g}"])
             if step % 250 == 0:
                 print(f"step {step} {time.time() - start:.0f} s loss {loss.item():.4f} "
-                      f"margin term {margin.item():.3f} under margin {under.item():.4f}", flush=True)
+                      f"margin term {margin.item():.3f} under margin {under.item():.4f} "
+                      f"{tokens_seen / max(1e-9, time.time() - train_start) / 1e3:.0f}k tokens/s", flush=True)
         step += 1
     log.close()
     print(f"trained {step} steps in {time.time() - train_start:.0f} s", flush=True)
