@@ -170,6 +170,28 @@ void add_tokenizer(GgufWriter& w, const fs::path& dir, const ModelConfig& c) {
   if (!tmpl.empty()) w.add_string("tokenizer.chat_template", tmpl);
 }
 
+// The multimodal RoPE sections llama.cpp's qwen35moe loader requires: the
+// checkpoint's mrope_section padded to four, else the whole rotary half in
+// the first (text positions are the same in every section, so both rotate
+// text alike).
+std::vector<int32_t> rope_sections(const fs::path& dir, const ModelConfig& c) {
+  const json cfg = parse_json(read_regular_file((dir / "config.json").string(), ModelConfig::kMaxConfigBytes),
+                              (dir / "config.json").string());
+  const json& text = cfg.contains("text_config") && cfg["text_config"].is_object() ? cfg["text_config"] : cfg;
+  std::vector<int32_t> out;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!text.contains(key) || !text[key].is_object() || !text[key].contains("mrope_section")) continue;
+    for (const json& v : text[key]["mrope_section"])
+      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+    break;
+  }
+  int64_t sum = 0;
+  for (int32_t v : out) sum += v;
+  if (out.empty() || out.size() > 4 || sum != c.rotary_dim / 2) out = {static_cast<int32_t>(c.rotary_dim / 2)};
+  out.resize(4, 0);
+  return out;
+}
+
 }  // namespace
 
 void export_gguf(const std::string& src, const std::string& dst, const GgufExportOptions& opt) {
@@ -230,6 +252,7 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
   for (const auto& [key, value] : numbers) w.add_uint32(A + key, static_cast<uint32_t>(value));
   w.add_float32(A + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   w.add_float32(A + "rope.freq_base", static_cast<float>(c.rope_theta));
+  w.add_int32s(A + "rope.dimension_sections", rope_sections(fs::path(src), c));
   if (!c.eos_token_ids.empty()) w.add_uint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(c.eos_token_ids[0]));
   if (c.bos_token_id >= 0) w.add_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_token_id));
   add_tokenizer(w, fs::path(src), c);
