@@ -289,11 +289,20 @@ def make_model(device):
     return model, cfg
 
 
-def answer_loss(model, ids, target):
+def answer_loss(model, ids, target, chunk=8192):
+    """Cross-entropy on the answer tokens. The head's logits over the whole
+    vocabulary are made a chunk of tokens at a time and made again in the
+    backward pass: kept whole they would take 4 bytes x 152k per token."""
+    from torch.utils.checkpoint import checkpoint
     hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
     keep = target != -100
-    logits = model.lm_head(hidden[keep]).float()
-    return F.cross_entropy(logits, target[keep])
+    h, t = hidden[keep], target[keep]
+
+    def part(h, t):
+        return F.cross_entropy(model.lm_head(h).float(), t, reduction="sum")
+
+    total = sum(checkpoint(part, h[i:i + chunk], t[i:i + chunk], use_reentrant=False) for i in range(0, len(t), chunk))
+    return total / max(1, len(t))
 
 
 # ---------------------------------------------------------------- export and evaluation
