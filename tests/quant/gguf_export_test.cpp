@@ -214,7 +214,9 @@ TEST(GgufExport, TheMixFallsBackWhereRowsDoNotSplitIntoItsBlocks) {
   const GgufFile f(out);
   EXPECT_EQ(f.find("general.file_type")->as_int("ftype"), 15);  // llama.cpp's MOSTLY_Q4_K_M
   for (const GgufTensor& t : f.tensors())
-    if (t.name.find("ffn_down_shexp") != std::string::npos) EXPECT_EQ(t.type, GgmlType::F32) << t.name;  // rows of 48
+    if (t.name.find("ffn_down_shexp") != std::string::npos) {
+      EXPECT_EQ(t.type, GgmlType::F32) << t.name;  // rows of 48
+    }
 }
 
 TEST(GgufExport, RefusesWhatItCannotWrite) {

@@ -1,5 +1,7 @@
 // `lily logits`: float32 logits for every position of a token list, for
-// checking the engine against reference outputs.
+// checking the engine against reference outputs. The exact float path
+// unless --int8-activations asks for the fast decode products (to measure
+// what their rounding moves, or to compare with an engine that rounds too).
 #include <cstdio>
 #include <memory>
 
@@ -15,6 +17,7 @@ Command add_logits_command(CLI::App& app) {
     std::string model, tokens, out;
     bool decode = false;
     int64_t chunk = 0;
+    CpuFlags cpu;
   };
   auto o = std::make_shared<Opts>();
   auto device = std::make_shared<DeviceFlag>();
@@ -24,11 +27,14 @@ Command add_logits_command(CLI::App& app) {
   sub->add_option("--out", o->out, "output file")->required();
   sub->add_flag("--decode", o->decode, "feed the tokens one at a time through the caches instead of one prefill");
   sub->add_option("--chunk", o->chunk, "feed the prompt in pieces of this many tokens")->check(CLI::PositiveNumber);
+  sub->add_flag("--int8-activations", o->cpu.int8_activations,
+                "round the inputs of quantized products to int8 as the fast path does (an error without a kernel)");
   device->add_to(sub);
   return {sub, [o, device]() {
             const std::vector<int32_t> tokens = parse_token_list(o->tokens);
             auto model = Model::load(o->model);
-            Qwen35MoeForward fwd(*model, device->backend());
+            if (!o->cpu.int8_activations) o->cpu.float_activations = true;
+            Qwen35MoeForward fwd(*model, device->backend(&o->cpu));
             SequenceState state = fwd.new_state();
             const size_t step = o->decode ? 1 : (o->chunk > 0 ? static_cast<size_t>(o->chunk) : tokens.size());
             std::vector<float> all;

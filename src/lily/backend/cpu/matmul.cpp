@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "lily/backend/cpu/amx_matmul.h"
+#include "lily/backend/cpu/ggml_int8_dot.h"
 #include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/thread_pool.h"
@@ -83,9 +84,13 @@ void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
 namespace {
 // Decode products of 4- and 8-bit rows read the packed bytes once,
 // dequantizing inside the dot; with int8 activations (opt-in) each token's
-// input is rounded once and met by byte dot products instead.
-bool packed_decode(const Matrix& W, Rows kind) {
-  return kind == Rows::Tokens && W.quantized() && (W.bits == 4 || W.bits == 8);
+// input is rounded once and met by byte dot products instead. GGUF block
+// formats take this path with int8 activations only (else each row is
+// decoded to floats).
+bool packed_decode(const CpuContext& ctx, const Matrix& W, Rows kind) {
+  if (kind != Rows::Tokens) return false;
+  if (W.ggml_blocks()) return ctx.int8 && ggml_int8::supports(W);
+  return W.quantized() && (W.bits == 4 || W.bits == 8);
 }
 
 // What a packed decode product needs of its T inputs, worked out once per call.
@@ -93,14 +98,22 @@ struct PackedInput {
   Isa isa = Isa::Portable;
   int8::Kernel kernel = int8::Kernel::None;  // None: the float path
   bool use_int8 = false;
-  std::vector<int8::Input> ins;  // int8: one per token
+  bool ggml = false;                    // a GGUF block format (int8 always)
+  std::vector<int8::Input> ins;         // int8: one per token
+  std::vector<ggml_int8::Input> gins;   // GGUF blocks: one per token
   std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
   kernels::QuantInputs in;
 };
 
 void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, PackedInput& p) {
-  const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
   p.isa = ctx.isa;
+  if (W.ggml_blocks()) {
+    p.ggml = p.use_int8 = true;
+    p.kernel = int8::kernel_for(ctx.isa);
+    for (int64_t t = 0; t < T; ++t) p.gins.push_back(ggml_int8::quantize_input(ctx.isa, x + t * W.cols, W.cols));
+    return;
+  }
+  const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
   p.use_int8 = ctx.int8 && int8::supports(W);
   if (p.use_int8) {
     p.kernel = int8::kernel_for(ctx.isa);
@@ -124,7 +137,7 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
 // Rows [b, e) of a packed decode product: four rows at a time, every token
 // against each; a short last block repeats its last row.
 void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int64_t b, int64_t e) {
-  const int64_t R = W.rows, groups = W.cols / W.group_size, row_bytes = static_cast<int64_t>(W.row_bytes());
+  const int64_t R = W.rows, groups = p.ggml ? 0 : W.cols / W.group_size, row_bytes = static_cast<int64_t>(W.row_bytes());
   // scratch kept per thread: a decode step calls this for hundreds of small ranges
   thread_local std::vector<float> sb, out;
   if (!p.use_int8) sb.resize(static_cast<size_t>(8 * groups));
@@ -137,7 +150,13 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
       // kernel asks for the rows six ahead, a line per row per step.
       // (Whole blocks ahead, a multiple of a page away, measured slower.)
       const int64_t ahead = r0 + 10 <= R ? 6 * row_bytes : 0;
-      for (int64_t t = 0; t < T; ++t) int8::dot_rows(p.kernel, W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
+      for (int64_t t = 0; t < T; ++t) {
+        float* o = out.data() + t * 4;
+        if (p.ggml)
+          ggml_int8::dot_rows(p.kernel, W, r0, n, p.gins[t], o, t == 0 ? ahead : 0);
+        else
+          int8::dot_rows(p.kernel, W, r0, n, p.ins[t], o, t == 0 ? ahead : 0);
+      }
     } else {
       const kernels::QuantRows w = row_block(p.isa, W, r0, n, groups, sb.data());
       kernels::dot_q_rows(p.isa, w, p.in, T, out.data(), 4);
@@ -187,7 +206,7 @@ void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, f
     amx::matmul(ctx, x, T, W, y);
     return;
   }
-  if (packed_decode(W, rows_kind)) {
+  if (packed_decode(ctx, W, rows_kind)) {
     PackedInput p;
     prepare(ctx, x, T, W, p);
     pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
@@ -211,14 +230,14 @@ void matmul_batch(const CpuContext& ctx, std::span<const Product> products, int6
   auto same_input = [&](size_t a, size_t b) {
     const Matrix &A = *products[a].W, &B = *products[b].W;
     return products[a].x == products[b].x && A.cols == B.cols && A.bits == B.bits && A.group_size == B.group_size &&
-           int8::supports(A) == int8::supports(B);
+           A.ggml_blocks() == B.ggml_blocks() && int8::supports(A) == int8::supports(B);
   };
   for (size_t i = 0; i < n; ++i) {
     const Matrix& W = *products[i].W;
     input_of[i] = i;
     for (size_t j = 0; j < i && input_of[i] == i; ++j)
-      if (packed_decode(*products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
-    if (packed_decode(W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, inputs[i]);
+      if (packed_decode(ctx, *products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
+    if (packed_decode(ctx, W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, inputs[i]);
     start[i + 1] = start[i] + (W.rows + 3) / 4 * 4;
     grain = std::max(grain, row_grain(W, T));
   }
@@ -228,7 +247,7 @@ void matmul_batch(const CpuContext& ctx, std::span<const Product> products, int6
       const int64_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
       const int64_t end = std::min(hi, p.W->rows);
       if (lo >= end) continue;
-      if (packed_decode(*p.W, rows_kind))
+      if (packed_decode(ctx, *p.W, rows_kind))
         packed_rows(inputs[input_of[i]], T, *p.W, p.y, lo, end);
       else
         float_rows(ctx.isa, p.x, T, *p.W, p.y, rows_kind, lo, end);

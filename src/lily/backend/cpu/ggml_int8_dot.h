@@ -1,0 +1,38 @@
+// Decode products of GGUF block formats with int8 activations: the rows are
+// read where they lie in the file, in ggml's own blocks (Q4_0, Q8_0, Q4_K,
+// Q5_K, Q6_K), and each block's codes meet the input through byte dot
+// products, its scales and mins applied per sub-block afterwards. The input
+// is rounded in groups of 32 (the sub-block of every one of these formats),
+// so the error bound is that of the MLX int8 path at group size 32: at most
+// sum over groups of (step / 2) * sum |w|. The float path (dequantize, then
+// a float dot) stays the reference.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/tensor.h"
+
+namespace lily::cpu::ggml_int8 {
+
+// Inputs are rounded in groups of this many.
+inline constexpr int kGroup = 32;
+
+// A matrix of a block format these kernels take, in whole blocks per row.
+bool supports(const Matrix& W);
+
+// One input row: int8 codes in their natural order with a step and an exact
+// float sum per group of 32, and the sums of each four codes (what the
+// formats stored with an offset, q - 8 or q - 32, subtract).
+struct Input {
+  int8::Input rounded;       // q [cols], step and sum [cols / 32]
+  std::vector<int32_t> sum4;  // [cols / 4]
+};
+Input quantize_input(Isa isa, const float* x, int64_t cols);
+
+// out[i] = row (r0 + i) of W . input, for i < n <= 4; `ahead` > 0 prefetches
+// each row's bytes that far ahead (and five times as far into L2).
+void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
+
+}  // namespace lily::cpu::ggml_int8
