@@ -1,9 +1,11 @@
 // Matrix products of the real model's shapes on MLX 4-bit weights (group 64,
-// BF16 scales and biases, as mlx-community checkpoints store them):
+// BF16 scales and biases, as mlx-community checkpoints store them) and on
+// GGUF block formats:
 // decode (one input row; read bandwidth is the limit) and prompt pieces
 // (many rows; arithmetic is the limit). Bytes/s is the weight bytes read.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "lily/backend/cpu/matmul.h"
 #include "lily/backend/cpu/thread_pool.h"
 #include "lily/io/dtype.h"
+#include "lily/io/gguf.h"
 #include "lily/quant/affine.h"
 
 namespace {
@@ -79,6 +82,43 @@ BENCHMARK(BM_Decode4bit)
     ->Args({65536, 2048, 1})
     ->Args({8192, 2048, 1})
     ->Args({512, 2048, 1})
+    ->UseRealTime();
+
+// GGUF block formats on the int8 decode path: rows of random blocks (f16
+// scales set to small values), read where they lie. Third argument: the
+// ggml type number (2 Q4_0, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
+void BM_DecodeGguf(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1);
+  const auto type = static_cast<GgmlType>(state.range(2));
+  const auto ctx = context(state, true);
+  if (!ctx) return;
+  int64_t elems = 0, block = 0;
+  ggml_block_layout(type, &elems, &block);
+  std::vector<uint8_t> bytes(static_cast<size_t>(R * C / elems * block));
+  std::mt19937 rng(1);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  const int scale_at = type == GgmlType::Q6_K ? 208 : 0;  // f16 d (Q4_K/Q5_K: d and dmin at 0 and 2)
+  for (size_t k = 0; k < bytes.size(); k += static_cast<size_t>(block)) {
+    const uint16_t h = float_to_f16(0.01f);
+    std::memcpy(&bytes[k + scale_at], &h, 2);
+    if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) std::memcpy(&bytes[k + 2], &h, 2);
+  }
+  Matrix m{DType::U8, bytes.data(), R, C};
+  m.ggml_type = static_cast<int>(type);
+  std::vector<float> x(static_cast<size_t>(C), 0.5f), y(static_cast<size_t>(R));
+  for (auto _ : state) {
+    cpu::matmul(*ctx, x.data(), 1, m, y.data(), cpu::Rows::Tokens);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes.size()));
+}
+BENCHMARK(BM_DecodeGguf)
+    ->Args({65536, 2048, 12})
+    ->Args({65536, 2048, 14})
+    ->Args({65536, 2048, 13})
+    ->Args({65536, 2048, 8})
+    ->Args({65536, 2048, 2})
+    ->Args({512, 2048, 12})
     ->UseRealTime();
 
 // What a plain read of the same bytes costs: the roofline of the decode products.

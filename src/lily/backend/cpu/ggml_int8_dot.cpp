@@ -28,7 +28,21 @@ Input quantize_input(Isa isa, const float* x, int64_t cols) {
   Input in{int8::quantize_input(isa, x, cols, kGroup, false), {}};
   in.sum4.resize(static_cast<size_t>(cols / 4));
   const int8_t* q = in.rounded.q.data();
-  for (int64_t i = 0; i < cols / 4; ++i) in.sum4[i] = q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
+  in.sum4_x32.resize(in.sum4.size());
+  for (int64_t i = 0; i < cols / 4; ++i) {
+    in.sum4[i] = q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
+    in.sum4_x32[i] = -32 * in.sum4[i];
+  }
+  if (cols % 256 == 0) {
+    in.steps_sums.resize(static_cast<size_t>(cols / 16));
+    in.steps_twice.resize(static_cast<size_t>(cols / 16));
+    for (int64_t s = 0; s < cols / 256; ++s)
+      for (int64_t g = 0; g < 8; ++g) {
+        in.steps_sums[16 * s + g] = in.rounded.step[8 * s + g];
+        in.steps_sums[16 * s + 8 + g] = in.rounded.sum[8 * s + g];
+        in.steps_twice[16 * s + 2 * g] = in.steps_twice[16 * s + 2 * g + 1] = in.rounded.step[8 * s + g];
+      }
+  }
   return in;
 }
 
@@ -46,6 +60,137 @@ Input quantize_input(Isa isa, const float* x, int64_t cols) {
 #undef GK_NS
 #undef GK_TARGET
 #undef GK_DOT
+
+// The K formats again on 512-bit vectors, where AVX-512 VNNI is: 64 codes a
+// step (a whole pair of sub-blocks), the scales of a super-block decoded
+// with vector shuffles and turned into one vector of per-lane factors.
+namespace vnni512 {
+#define LILY_VNNI512 [[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]]
+
+LILY_VNNI512 inline void prefetch(const uint8_t* p, int64_t bytes, int64_t ahead) {
+  for (int64_t o = 0; o < bytes; o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p) + o + 5 * ahead, _MM_HINT_T2);
+    _mm_prefetch(reinterpret_cast<const char*>(p) + o + ahead, _MM_HINT_T0);
+  }
+}
+
+// 32 bytes into both halves of a vector, the upper half shifted right by `s` bits.
+LILY_VNNI512 inline __m512i both_halves(const uint8_t* p, int s) {
+  const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_mask_srli_epi16(v, static_cast<__mmask32>(0xFFFF0000u), v, static_cast<unsigned>(s));
+}
+
+// Q4_K and Q5_K (see q45_k of the 256-bit kernels for the format). The twelve
+// scale bytes, as 32-bit words a, b, c, become [a & 0x3f.., (c & 0x0f..) |
+// ((a >> 2) & 0x30..), b & 0x3f.., ((c >> 4) & 0x0f..) | ((b >> 2) & 0x30..)]:
+// the eight scales then the eight mins, one byte each.
+template <bool Five>
+LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row, int64_t blocks, const Input& in, __m512* tot, __m512* mins,
+                        int64_t ahead) {
+  constexpr int64_t kBytes = Five ? 176 : 144;
+  const __m512i low = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const __m128i shift = _mm_setr_epi32(0, 0, 0, 4);
+  const __m128i keep = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m128i tops = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
+  const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  for (int64_t s = 0; s < blocks; ++s) {
+    const int8_t* xs = in.rounded.q.data() + 256 * s;
+    const __m512 steps_sums = _mm512_loadu_ps(in.steps_sums.data() + 16 * s);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t* blk = row[i] + kBytes * s;
+      if (ahead) prefetch(blk, kBytes, ahead);
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));
+      const __m128i v1 = _mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0));  // a c b c
+      const __m128i v2 = _mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0));  // a a b b
+      const __m128i sm = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(v1, shift), keep),
+                                      _mm_and_si128(_mm_srli_epi32(v2, 2), tops));
+      const __m512 scale_min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm));
+      int32_t dm;
+      std::memcpy(&dm, blk, 4);
+      const __m512 d_dmin = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(dm))));
+      // lanes 0-7: d x scale x input step; 8-15: dmin x min x input sum
+      const __m512 f = _mm512_mul_ps(_mm512_mul_ps(scale_min, d_dmin), steps_sums);
+      mins[i] = _mm512_add_ps(mins[i], f);
+      const uint8_t* qs = blk + (Five ? 48 : 16);
+      const __m512i hb = Five ? both_halves(blk + 16, 1) : _mm512_setzero_si512();
+      __m512 t = tot[i];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {  // 64 inputs: sub-blocks 2j (low nibbles) and 2j + 1 (high)
+        __m512i w = _mm512_and_si512(both_halves(qs + 32 * j, 4), low);
+        if constexpr (Five) {  // bit 2j of qh (bit 2j + 1 in the upper half, shifted down one) to bit 4
+          const int b = 2 * j;
+          const __m512i h = b < 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - b))
+                                  : _mm512_srli_epi16(hb, static_cast<unsigned>(b - 4));
+          w = _mm512_or_si512(w, _mm512_and_si512(h, bit4));
+        }
+        const __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xs + 64 * j));
+        const __m512 factor = _mm512_permutexvar_ps(_mm512_add_epi32(halves, _mm512_set1_epi32(2 * j)), f);
+        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), factor, t);
+      }
+      tot[i] = t;
+    }
+  }
+}
+
+// Q6_K (see q6_k of the 256-bit kernels): a half of 128 is 64 bytes of low
+// nibbles and 32 of high bit pairs, two steps of 64 codes; the accumulators
+// start at -32 x the inputs' sums, which takes the offset off.
+LILY_VNNI512 void q6_k(const uint8_t* const* row, int64_t blocks, const Input& in, __m512* tot, int64_t ahead) {
+  const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+  const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  for (int64_t s = 0; s < blocks; ++s) {
+    const int8_t* xs = in.rounded.q.data() + 256 * s;
+    const int32_t* off = in.sum4_x32.data() + 64 * s;
+    const __m512 steps = _mm512_loadu_ps(in.steps_twice.data() + 16 * s);
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t* blk = row[i] + 210 * s;
+      if (ahead) prefetch(blk, 210, ahead);
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+      uint16_t dh;
+      std::memcpy(&dh, blk + 208, 2);
+      // lane k: d x scale k x the step of its group of 32
+      const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), steps),
+                                     _mm512_set1_ps(_cvtsh_ss(dh)));
+      __m512 t = tot[i];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i l = _mm512_loadu_si512(blk + 64 * h);
+        const __m512i hs = both_halves(blk + 128 + 32 * h, 2);
+        const __m512i w[2] = {
+            _mm512_or_si512(_mm512_and_si512(l, low), _mm512_and_si512(_mm512_slli_epi16(hs, 4), top)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low), _mm512_and_si512(hs, top)),
+        };
+#pragma GCC unroll 2
+        for (int m = 0; m < 2; ++m) {
+          const int c = 2 * h + m;  // 64 codes: sub-blocks 4c .. 4c + 3
+          const __m512i acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(off + 16 * c), w[m], _mm512_loadu_si512(xs + 64 * c));
+          const __m512 factor = _mm512_permutexvar_ps(_mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c)), f);
+          t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), factor, t);
+        }
+      }
+      tot[i] = t;
+    }
+  }
+}
+
+LILY_VNNI512 void dot_rows_k(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+  const uint8_t* row[4];
+  for (int64_t i = 0; i < 4; ++i) row[i] = static_cast<const uint8_t*>(W.row(r0 + std::min(i, n - 1)));
+  __m512 tot[4], mins[4];
+  for (int i = 0; i < 4; ++i) tot[i] = mins[i] = _mm512_setzero_ps();
+  const int64_t blocks = W.cols / 256;
+  switch (static_cast<GgmlType>(W.ggml_type)) {
+    case GgmlType::Q4_K: q45_k<false>(row, blocks, in, tot, mins, ahead); break;
+    case GgmlType::Q5_K: q45_k<true>(row, blocks, in, tot, mins, ahead); break;
+    default: q6_k(row, blocks, in, tot, ahead); break;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = _mm512_reduce_add_ps(tot[i]) - _mm512_mask_reduce_add_ps(static_cast<__mmask16>(0xFF00), mins[i]);
+}
+#undef LILY_VNNI512
+}  // namespace vnni512
+
 // AVX2: pairs of products summed in 16 bits (at most 2 x 128 x 127, short of
 // saturating), then pairs of those in 32.
 #define GK_NS avx2
@@ -62,7 +207,12 @@ Input quantize_input(Isa isa, const float* x, int64_t cols) {
 void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
   if (!supports(W)) throw Error("ggml int8 dot_rows: not a block format these kernels take");
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (k == int8::Kernel::Vnni) return vnni::dot_rows(W, r0, n, in, out, ahead);
+  if (k == int8::Kernel::Vnni) {
+    const auto t = static_cast<GgmlType>(W.ggml_type);
+    if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K)
+      return vnni512::dot_rows_k(W, r0, n, in, out, ahead);
+    return vnni::dot_rows(W, r0, n, in, out, ahead);
+  }
   if (k == int8::Kernel::Avx2) return avx2::dot_rows(W, r0, n, in, out, ahead);
 #endif
   (void)r0, (void)n, (void)in, (void)out, (void)ahead;

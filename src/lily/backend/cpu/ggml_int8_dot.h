@@ -26,8 +26,12 @@ bool supports(const Matrix& W);
 // float sum per group of 32, and the sums of each four codes (what the
 // formats stored with an offset, q - 8 or q - 32, subtract).
 struct Input {
-  int8::Input rounded;       // q [cols], step and sum [cols / 32]
-  std::vector<int32_t> sum4;  // [cols / 4]
+  int8::Input rounded;              // q [cols], step and sum [cols / 32]
+  std::vector<int32_t> sum4;        // [cols / 4]
+  std::vector<int32_t> sum4_x32;    // -32 x sum4: where Q6_K's accumulators start
+  // Per 256 inputs (when cols is a multiple): the eight steps then the eight
+  // sums (Q4_K, Q5_K), and each step twice (Q6_K's sub-blocks of 16).
+  std::vector<float> steps_sums, steps_twice;
 };
 Input quantize_input(Isa isa, const float* x, int64_t cols);
 
