@@ -13,7 +13,7 @@ namespace lily {
 namespace {
 
 // GGUF's metadata value types.
-enum ValueType : uint32_t { U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9 };
+enum WrittenValueType : uint32_t { kTypeU32 = 4, kTypeI32 = 5, kTypeF32 = 6, kTypeBool = 7, kTypeString = 8, kTypeArray = 9 };
 
 template <typename T>
 void put(std::string& out, T v) {
@@ -37,22 +37,22 @@ void GgufWriter::key(const std::string& k, uint32_t type) {
   ++kv_count_;
 }
 
-void GgufWriter::add_uint32(const std::string& k, uint32_t v) { key(k, U32), put(kv_, v); }
-void GgufWriter::add_int32(const std::string& k, int32_t v) { key(k, I32), put(kv_, v); }
-void GgufWriter::add_float32(const std::string& k, float v) { key(k, F32), put(kv_, v); }
-void GgufWriter::add_bool(const std::string& k, bool v) { key(k, BOOL), put<uint8_t>(kv_, v ? 1 : 0); }
-void GgufWriter::add_string(const std::string& k, const std::string& v) { key(k, STRING), put_string(kv_, v); }
+void GgufWriter::add_uint32(const std::string& k, uint32_t v) { key(k, kTypeU32), put(kv_, v); }
+void GgufWriter::add_int32(const std::string& k, int32_t v) { key(k, kTypeI32), put(kv_, v); }
+void GgufWriter::add_float32(const std::string& k, float v) { key(k, kTypeF32), put(kv_, v); }
+void GgufWriter::add_bool(const std::string& k, bool v) { key(k, kTypeBool), put<uint8_t>(kv_, v ? 1 : 0); }
+void GgufWriter::add_string(const std::string& k, const std::string& v) { key(k, kTypeString), put_string(kv_, v); }
 
 void GgufWriter::add_strings(const std::string& k, const std::vector<std::string>& v) {
-  key(k, ARRAY);
-  put<uint32_t>(kv_, STRING);
+  key(k, kTypeArray);
+  put<uint32_t>(kv_, kTypeString);
   put<uint64_t>(kv_, v.size());
   for (const auto& s : v) put_string(kv_, s);
 }
 
 void GgufWriter::add_int32s(const std::string& k, const std::vector<int32_t>& v) {
-  key(k, ARRAY);
-  put<uint32_t>(kv_, I32);
+  key(k, kTypeArray);
+  put<uint32_t>(kv_, kTypeI32);
   put<uint64_t>(kv_, v.size());
   for (int32_t x : v) put(kv_, x);
 }

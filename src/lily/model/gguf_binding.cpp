@@ -10,7 +10,7 @@ namespace lily {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using ordered = nlohmann::ordered_json;
 // A vocabulary of 250k entries: an ordered_json object would look each key up linearly.
 using unordered_json = nlohmann::json;
 
@@ -114,7 +114,7 @@ ModelConfig gguf_config(const GgufModel& g) {
   const GgufTensor* embd = g.tensor("token_embd.weight");
   if (!embd || embd->shape.size() != 2) throw Error(g.first().path() + ": missing tensor 'token_embd.weight'");
   const int64_t value_heads = num("ssm.time_step_rank");
-  json c = {
+  ordered c = {
       {"model_type", "qwen3_5_moe_text"},
       {"vocab_size", embd->shape[1]},
       {"hidden_size", num("embedding_length")},

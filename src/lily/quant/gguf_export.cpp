@@ -19,13 +19,13 @@ using json = nlohmann::json;
 
 namespace {
 
-struct Floats {
+struct GgufFloats {
   std::vector<float> v;
   std::vector<int64_t> shape;  // row-major, slowest first
 };
 
-Floats floats(const TensorView& t) {
-  Floats f{std::vector<float>(static_cast<size_t>(t.numel())), t.shape};
+GgufFloats gguf_floats(const TensorView& t) {
+  GgufFloats f{std::vector<float>(static_cast<size_t>(t.numel())), t.shape};
   convert_to_float(t.dtype, t.data, f.v.data(), f.v.size());
   return f;
 }
@@ -58,9 +58,9 @@ bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i 
 
 bool contains(const std::string& s, const char* t) { return s.find(t) != std::string::npos; }
 
-class Exporter {
+class GgufTensorWriter {
  public:
-  Exporter(const Model& m, const std::string& type) : m_(m), c_(m.config()), type_(type) {}
+  GgufTensorWriter(const Model& m, const std::string& type) : m_(m), c_(m.config()), type_(type) {}
 
   // The ggml type of a matrix named `name` ([rows, cols] row-major) in layer `layer` (-1 outside).
   GgmlType type_of(const std::string& name, int64_t cols, int64_t layer) const {
@@ -93,21 +93,21 @@ class Exporter {
   }
 
   // A matrix (or a stack of them) quantized by name; vectors stay F32.
-  void matrix(GgufWriter& w, const std::string& name, std::function<Floats()> get, std::vector<int64_t> shape,
+  void matrix(GgufWriter& w, const std::string& name, std::function<GgufFloats()> get, std::vector<int64_t> shape,
               int64_t layer) {
     const int64_t cols = shape.back();
     const GgmlType t = type_of(name, cols, layer);
     std::vector<int64_t> ggml_shape(shape.rbegin(), shape.rend());
     w.add_tensor(name, t, ggml_shape, [get, t, cols] {
-      const Floats f = get();
+      const GgufFloats f = get();
       return quantize_gguf(t, f.v.data(), static_cast<int64_t>(f.v.size()) / cols, cols);
     });
     ++counts_[ggml_type_name(t)];
   }
-  void vector(GgufWriter& w, const std::string& name, std::function<Floats()> get, std::vector<int64_t> shape) {
+  void vector(GgufWriter& w, const std::string& name, std::function<GgufFloats()> get, std::vector<int64_t> shape) {
     std::vector<int64_t> ggml_shape(shape.rbegin(), shape.rend());
     w.add_tensor(name, GgmlType::F32, ggml_shape, [get] {
-      const Floats f = get();
+      const GgufFloats f = get();
       return std::string(reinterpret_cast<const char*>(f.v.data()), f.v.size() * 4);
     });
     ++counts_["F32"];
@@ -213,10 +213,10 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
     if (!t) throw Error("tensor " + name + " is missing");
     return *t;
   };
-  auto plain = [&get](const std::string& name) { return [&get, name] { return floats(get(name)); }; };
+  auto plain = [&get](const std::string& name) { return [&get, name] { return gguf_floats(get(name)); }; };
   auto plus_one = [&get](const std::string& name) {
     return [&get, name] {
-      Floats f = floats(get(name));
+      GgufFloats f = gguf_floats(get(name));
       for (float& x : f.v) x += 1.0f;  // llama.cpp stores the plain multiplier of a (1 + w) norm
       return f;
     };
@@ -257,7 +257,7 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
   if (c.bos_token_id >= 0) w.add_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_token_id));
   add_tokenizer(w, fs::path(src), c);
 
-  Exporter ex(*model, opt.type);
+  GgufTensorWriter ex(*model, opt.type);
   const int64_t H = c.hidden_size, K = c.linear_num_key_heads, V = c.linear_num_value_heads;
   const int64_t dv = c.linear_value_head_dim, kd = c.gdn_key_dim(), E = c.num_experts, I = c.moe_intermediate_size;
   ex.matrix(w, "token_embd.weight", plain(in + "embed_tokens.weight"), get(in + "embed_tokens.weight").shape, -1);
@@ -273,44 +273,44 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
       const int64_t conv_dim = c.gdn_conv_dim();
       // The value rows of the qkv projection and the conv, and every tensor of value heads, tiled.
       ex.matrix(w, b + "attn_qkv.weight", [&get, q, kd, K, V, dv, H] {
-        Floats f = floats(get(q + "in_proj_qkv.weight"));
+        GgufFloats f = gguf_floats(get(q + "in_proj_qkv.weight"));
         const std::vector<float> v(f.v.begin() + 2 * kd * H, f.v.end());
         const std::vector<float> t = tiled(v, 1, H, K, V, dv);
         std::copy(t.begin(), t.end(), f.v.begin() + 2 * kd * H);
         return f;
       }, {conv_dim, H}, i);
       ex.matrix(w, b + "attn_gate.weight", [&get, q, K, V, dv, H] {
-        Floats f = floats(get(q + "in_proj_z.weight"));
+        GgufFloats f = gguf_floats(get(q + "in_proj_z.weight"));
         f.v = tiled(f.v, 1, H, K, V, dv);
         return f;
       }, {V * dv, H}, i);
       for (const auto& [hf, gg] : {std::pair{"in_proj_b", "ssm_beta"}, std::pair{"in_proj_a", "ssm_alpha"}})
         ex.vector(w, b + gg + ".weight", [&get, q, hf = std::string(hf), K, V, H] {
-          Floats f = floats(get(q + hf + ".weight"));
+          GgufFloats f = gguf_floats(get(q + hf + ".weight"));
           f.v = tiled(f.v, 1, H, K, V, 1);
           return f;
         }, {V, H});
       ex.matrix(w, b + "ssm_out.weight", [&get, q, K, V, dv, H] {
-        Floats f = floats(get(q + "out_proj.weight"));  // [H, V * dv]: columns are value heads
+        GgufFloats f = gguf_floats(get(q + "out_proj.weight"));  // [H, V * dv]: columns are value heads
         f.v = tiled(f.v, H, 1, K, V, dv);
         return f;
       }, {H, V * dv}, i);
       const int64_t kern = c.linear_conv_kernel;
       ex.vector(w, b + "ssm_conv1d.weight", [&get, q, kd, K, V, dv, kern] {
-        Floats f = floats(get(q + "conv1d.weight"));  // [C, 1, kernel] -> [C, kernel]
+        GgufFloats f = gguf_floats(get(q + "conv1d.weight"));  // [C, 1, kernel] -> [C, kernel]
         const std::vector<float> v(f.v.begin() + 2 * kd * kern, f.v.end());
         const std::vector<float> t = tiled(v, 1, kern, K, V, dv);
         std::copy(t.begin(), t.end(), f.v.begin() + 2 * kd * kern);
         return f;
       }, {conv_dim, kern});
       ex.vector(w, b + "ssm_a", [&get, q, K, V] {
-        Floats f = floats(get(q + "A_log"));
+        GgufFloats f = gguf_floats(get(q + "A_log"));
         for (float& x : f.v) x = -std::exp(x);
         f.v = tiled(f.v, 1, 1, K, V, 1);
         return f;
       }, {V});
       ex.vector(w, b + "ssm_dt.bias", [&get, q, K, V] {
-        Floats f = floats(get(q + "dt_bias"));
+        GgufFloats f = gguf_floats(get(q + "dt_bias"));
         f.v = tiled(f.v, 1, 1, K, V, 1);
         return f;
       }, {V});
@@ -330,17 +330,17 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
     // Experts stacked [E, rows, cols]: from the fused tensors or expert by expert.
     auto stacked = [&get, m, E, I, H, fused](const std::string& proj) {
       return [&get, m, E, I, H, fused, proj] {
-        Floats out{{}, {}};
+        GgufFloats out{{}, {}};
         if (fused && proj != "down_proj") {
-          const Floats f = floats(get(m + "experts.gate_up_proj"));  // [E, 2I, H]: gate rows then up rows
+          const GgufFloats f = gguf_floats(get(m + "experts.gate_up_proj"));  // [E, 2I, H]: gate rows then up rows
           const int64_t off = proj == "gate_proj" ? 0 : I * H;
           for (int64_t e = 0; e < E; ++e)
             out.v.insert(out.v.end(), f.v.begin() + e * 2 * I * H + off, f.v.begin() + e * 2 * I * H + off + I * H);
         } else if (fused) {
-          out.v = floats(get(m + "experts.down_proj")).v;
+          out.v = gguf_floats(get(m + "experts.down_proj")).v;
         } else {
           for (int64_t e = 0; e < E; ++e) {
-            const Floats f = floats(get(m + "experts." + std::to_string(e) + "." + proj + ".weight"));
+            const GgufFloats f = gguf_floats(get(m + "experts." + std::to_string(e) + "." + proj + ".weight"));
             out.v.insert(out.v.end(), f.v.begin(), f.v.end());
           }
         }
