@@ -66,13 +66,8 @@ Input quantize_input(Isa isa, const float* x, int64_t cols) {
 // with vector shuffles and turned into one vector of per-lane factors.
 namespace vnni512 {
 #define LILY_VNNI512 [[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]]
-
-LILY_VNNI512 inline void prefetch(const uint8_t* p, int64_t bytes, int64_t ahead) {
-  for (int64_t o = 0; o < bytes; o += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p) + o + 5 * ahead, _MM_HINT_T2);
-    _mm_prefetch(reinterpret_cast<const char*>(p) + o + ahead, _MM_HINT_T0);
-  }
-}
+using vnni::half_at;
+using vnni::prefetch;
 
 // 32 bytes into both halves of a vector, the upper half shifted right by `s` bits.
 LILY_VNNI512 inline __m512i both_halves(const uint8_t* p, int s) {
@@ -147,11 +142,9 @@ LILY_VNNI512 void q6_k(const uint8_t* const* row, int64_t blocks, const Input& i
       const uint8_t* blk = row[i] + 210 * s;
       if (ahead) prefetch(blk, 210, ahead);
       const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-      uint16_t dh;
-      std::memcpy(&dh, blk + 208, 2);
       // lane k: d x scale k x the step of its group of 32
       const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), steps),
-                                     _mm512_set1_ps(_cvtsh_ss(dh)));
+                                     _mm512_set1_ps(half_at(blk + 208)));
       __m512 t = tot[i];
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
