@@ -87,30 +87,39 @@ BENCHMARK(BM_Decode4bit)
 // GGUF block formats on the int8 decode path: rows of random blocks (f16
 // scales set to small values), read where they lie. Third argument: the
 // ggml type number (2 Q4_0, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
+// R x C weights of a GGUF block format: random codes, every super-block's
+// (or block's) f16 scales set to 0.01 so the products stay finite.
+struct GgufMatrix {
+  std::vector<uint8_t> bytes;
+  Matrix m;
+  GgufMatrix(int64_t R, int64_t C, GgmlType type) {
+    int64_t elems = 0, block = 0;
+    ggml_block_layout(type, &elems, &block);
+    bytes.resize(static_cast<size_t>(R * C / elems * block));
+    std::mt19937 rng(1);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    const int scale_at = type == GgmlType::Q6_K ? 208 : 0;  // f16 d (Q4_K/Q5_K: d and dmin at 0 and 2)
+    for (size_t k = 0; k < bytes.size(); k += static_cast<size_t>(block)) {
+      const uint16_t h = float_to_f16(0.01f);
+      std::memcpy(&bytes[k + scale_at], &h, 2);
+      if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) std::memcpy(&bytes[k + 2], &h, 2);
+    }
+    m = Matrix{DType::U8, bytes.data(), R, C};
+    m.ggml_type = static_cast<int>(type);
+  }
+};
+
 void BM_DecodeGguf(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1);
-  const auto type = static_cast<GgmlType>(state.range(2));
   const auto ctx = context(state, true);
   if (!ctx) return;
-  int64_t elems = 0, block = 0;
-  ggml_block_layout(type, &elems, &block);
-  std::vector<uint8_t> bytes(static_cast<size_t>(R * C / elems * block));
-  std::mt19937 rng(1);
-  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  const int scale_at = type == GgmlType::Q6_K ? 208 : 0;  // f16 d (Q4_K/Q5_K: d and dmin at 0 and 2)
-  for (size_t k = 0; k < bytes.size(); k += static_cast<size_t>(block)) {
-    const uint16_t h = float_to_f16(0.01f);
-    std::memcpy(&bytes[k + scale_at], &h, 2);
-    if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) std::memcpy(&bytes[k + 2], &h, 2);
-  }
-  Matrix m{DType::U8, bytes.data(), R, C};
-  m.ggml_type = static_cast<int>(type);
+  const GgufMatrix w(R, C, static_cast<GgmlType>(state.range(2)));
   std::vector<float> x(static_cast<size_t>(C), 0.5f), y(static_cast<size_t>(R));
   for (auto _ : state) {
-    cpu::matmul(*ctx, x.data(), 1, m, y.data(), cpu::Rows::Tokens);
+    cpu::matmul(*ctx, x.data(), 1, w.m, y.data(), cpu::Rows::Tokens);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.bytes.size()));
 }
 BENCHMARK(BM_DecodeGguf)
     ->Args({65536, 2048, 12})
@@ -165,6 +174,32 @@ BENCHMARK(BM_Prompt4bit)
     ->Args({64, 2048, 1})
     ->Args({512, 2048, 1})
     ->Args({16, 512, 1})
+    ->UseRealTime();
+
+// GGUF prompt products: T tokens against R x 2048 weights of type (third
+// argument, ggml's number: 12 Q4_K, 14 Q6_K, 2 Q4_0, 8 Q8_0); fourth
+// argument 1: int8 inputs.
+void BM_PromptGguf(benchmark::State& state) {
+  const int64_t T = state.range(0), R = state.range(1), C = 2048;
+  const auto ctx = context(state, state.range(3) == 1);
+  if (!ctx) return;
+  const GgufMatrix w(R, C, static_cast<GgmlType>(state.range(2)));
+  std::vector<float> x(static_cast<size_t>(T * C)), y(static_cast<size_t>(T * R));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
+  for (auto _ : state) {
+    cpu::matmul(*ctx, x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * R * C * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PromptGguf)
+    ->Args({16, 512, 12, 0})
+    ->Args({16, 512, 12, 1})
+    ->Args({16, 512, 14, 1})
+    ->Args({16, 512, 2, 1})
+    ->Args({16, 512, 8, 1})
+    ->Args({512, 2048, 12, 1})
+    ->Args({512, 2048, 14, 1})
     ->UseRealTime();
 
 }  // namespace

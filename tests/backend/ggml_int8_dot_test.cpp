@@ -3,7 +3,7 @@
 // scale and sign a format can hold, Q8_0's -128 and Q6_K's -128 scale
 // included) against the exact product of the rows gguf-py's arithmetic
 // decodes: within the rounding of the inputs, never more; a batched call
-// equal to single ones; without int8 the float path, exact to float sums.
+// and a prompt equal to single tokens; without int8 the float path, exact to float sums.
 #include "lily/backend/cpu/ggml_int8_dot.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +117,10 @@ TEST(GgmlInt8Dot, WithinTheInputRoundingOfTheExactProduct) {
           EXPECT_TRUE(std::equal(one.begin(), one.end(), y.begin() + t * R))
               << ggml_type_name(f.type) << ": a batched row differs";
         }
+        // a prompt's tokens share each decoded block, with each token's result what it gets alone
+        std::vector<float> prompt(T * R);
+        matmul(ctx, x.data(), T, W, prompt.data(), Rows::Prompt);
+        EXPECT_TRUE(prompt == y) << ggml_type_name(f.type) << ": a prompt's row differs from the token's";
         EXPECT_TRUE(within_rounding(f, W, x.data(), T, y.data())) << isa_name(isa) << " C " << C;
       }
   }

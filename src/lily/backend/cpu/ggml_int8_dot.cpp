@@ -78,10 +78,13 @@ LILY_VNNI512 inline __m512i both_halves(const uint8_t* p, int s) {
 // Q4_K and Q5_K (see q45_k of the 256-bit kernels for the format). The twelve
 // scale bytes, as 32-bit words a, b, c, become [a & 0x3f.., (c & 0x0f..) |
 // ((a >> 2) & 0x30..), b & 0x3f.., ((c >> 4) & 0x0f..) | ((b >> 2) & 0x30..)]:
-// the eight scales then the eight mins, one byte each.
-template <bool Five>
-LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row, int64_t blocks, const Input& in, __m512* tot, __m512* mins,
-                        int64_t ahead) {
+// the eight scales then the eight mins, one byte each. NT inputs meet each
+// decoded block (a prompt's tokens; one for decode), each with accumulators
+// of its own (tot[i * NT + t]) and the same operations in the same order,
+// so a token's result does not depend on how many share the call.
+template <bool Five, int NT>
+LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row, int64_t blocks, const Input* const* in,
+                                                      __m512* tot, __m512* mins, int64_t ahead) {
   constexpr int64_t kBytes = Five ? 176 : 144;
   const __m512i low = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   const __m128i shift = _mm_setr_epi32(0, 0, 0, 4);
@@ -89,8 +92,12 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row,
   const __m128i tops = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
   const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   for (int64_t s = 0; s < blocks; ++s) {
-    const int8_t* xs = in.rounded.q.data() + 256 * s;
-    const __m512 steps_sums = _mm512_loadu_ps(in.steps_sums.data() + 16 * s);
+    const int8_t* xs[NT];
+    __m512 steps_sums[NT];
+    for (int t = 0; t < NT; ++t) {
+      xs[t] = in[t]->rounded.q.data() + 256 * s;
+      steps_sums[t] = _mm512_loadu_ps(in[t]->steps_sums.data() + 16 * s);
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const uint8_t* blk = row[i] + kBytes * s;
@@ -104,12 +111,15 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row,
       int32_t dm;
       std::memcpy(&dm, blk, 4);
       const __m512 d_dmin = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(dm))));
+      const __m512 sd = _mm512_mul_ps(scale_min, d_dmin);
       // lanes 0-7: d x scale x input step; 8-15: dmin x min x input sum
-      const __m512 f = _mm512_mul_ps(_mm512_mul_ps(scale_min, d_dmin), steps_sums);
-      mins[i] = _mm512_add_ps(mins[i], f);
+      __m512 f[NT];
+      for (int t = 0; t < NT; ++t) {
+        f[t] = _mm512_mul_ps(sd, steps_sums[t]);
+        mins[i * NT + t] = _mm512_add_ps(mins[i * NT + t], f[t]);
+      }
       const uint8_t* qs = blk + (Five ? 48 : 16);
       const __m512i hb = Five ? both_halves(blk + 16, 1) : _mm512_setzero_si512();
-      __m512 t = tot[i];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {  // 64 inputs: sub-blocks 2j (low nibbles) and 2j + 1 (high)
         __m512i w = _mm512_and_si512(both_halves(qs + 32 * j, 4), low);
@@ -119,33 +129,42 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row,
                                   : _mm512_srli_epi16(hb, static_cast<unsigned>(b - 4));
           w = _mm512_or_si512(w, _mm512_and_si512(h, bit4));
         }
-        const __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xs + 64 * j));
-        const __m512 factor = _mm512_permutexvar_ps(_mm512_add_epi32(halves, _mm512_set1_epi32(2 * j)), f);
-        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), factor, t);
+        const __m512i pick = _mm512_add_epi32(halves, _mm512_set1_epi32(2 * j));
+        for (int t = 0; t < NT; ++t) {
+          const __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xs[t] + 64 * j));
+          tot[i * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(pick, f[t]), tot[i * NT + t]);
+        }
       }
-      tot[i] = t;
     }
   }
 }
 
 // Q6_K (see q6_k of the 256-bit kernels): a half of 128 is 64 bytes of low
 // nibbles and 32 of high bit pairs, two steps of 64 codes; the accumulators
-// start at -32 x the inputs' sums, which takes the offset off.
-LILY_VNNI512 void q6_k(const uint8_t* const* row, int64_t blocks, const Input& in, __m512* tot, int64_t ahead) {
+// start at -32 x the inputs' sums, which takes the offset off. NT inputs as
+// for q45_k.
+template <int NT>
+LILY_VNNI512 [[gnu::always_inline]] inline void q6_k(const uint8_t* const* row, int64_t blocks, const Input* const* in,
+                                                     __m512* tot, int64_t ahead) {
   const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
   const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (int64_t s = 0; s < blocks; ++s) {
-    const int8_t* xs = in.rounded.q.data() + 256 * s;
-    const int32_t* off = in.sum4_x32.data() + 64 * s;
-    const __m512 steps = _mm512_loadu_ps(in.steps_twice.data() + 16 * s);
+    const int8_t* xs[NT];
+    const int32_t* off[NT];
+    __m512 steps[NT];
+    for (int t = 0; t < NT; ++t) {
+      xs[t] = in[t]->rounded.q.data() + 256 * s;
+      off[t] = in[t]->sum4_x32.data() + 64 * s;
+      steps[t] = _mm512_loadu_ps(in[t]->steps_twice.data() + 16 * s);
+    }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const uint8_t* blk = row[i] + 210 * s;
       if (ahead) prefetch(blk, 210, ahead);
       const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-      // lane k: d x scale k x the step of its group of 32
-      const __m512 f = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), steps),
-                                     _mm512_set1_ps(half_at(blk + 208)));
-      __m512 t = tot[i];
+      const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), d = _mm512_set1_ps(half_at(blk + 208));
+      __m512 f[NT];  // lane k: d x scale k x the step of its group of 32
+      for (int t = 0; t < NT; ++t) f[t] = _mm512_mul_ps(_mm512_mul_ps(scale, steps[t]), d);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m512i l = _mm512_loadu_si512(blk + 64 * h);
@@ -157,29 +176,35 @@ LILY_VNNI512 void q6_k(const uint8_t* const* row, int64_t blocks, const Input& i
 #pragma GCC unroll 2
         for (int m = 0; m < 2; ++m) {
           const int c = 2 * h + m;  // 64 codes: sub-blocks 4c .. 4c + 3
-          const __m512i acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(off + 16 * c), w[m], _mm512_loadu_si512(xs + 64 * c));
-          const __m512 factor = _mm512_permutexvar_ps(_mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c)), f);
-          t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), factor, t);
+          const __m512i pick = _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c));
+          for (int t = 0; t < NT; ++t) {
+            const __m512i acc =
+                _mm512_dpbusd_epi32(_mm512_loadu_si512(off[t] + 16 * c), w[m], _mm512_loadu_si512(xs[t] + 64 * c));
+            tot[i * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(pick, f[t]), tot[i * NT + t]);
+          }
         }
       }
-      tot[i] = t;
     }
   }
 }
 
-LILY_VNNI512 void dot_rows_k(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+// out[t * 4 + i] = row (r0 + i) . input t, for i < n and t < NT.
+template <int NT>
+LILY_VNNI512 void dot_tile_k(const Matrix& W, int64_t r0, int64_t n, const Input* const* in, float* out, int64_t ahead) {
   const uint8_t* row[4];
   for (int64_t i = 0; i < 4; ++i) row[i] = static_cast<const uint8_t*>(W.row(r0 + std::min(i, n - 1)));
-  __m512 tot[4], mins[4];
-  for (int i = 0; i < 4; ++i) tot[i] = mins[i] = _mm512_setzero_ps();
+  __m512 tot[4 * NT], mins[4 * NT];
+  for (int i = 0; i < 4 * NT; ++i) tot[i] = mins[i] = _mm512_setzero_ps();
   const int64_t blocks = W.cols / 256;
   switch (static_cast<GgmlType>(W.ggml_type)) {
-    case GgmlType::Q4_K: q45_k<false>(row, blocks, in, tot, mins, ahead); break;
-    case GgmlType::Q5_K: q45_k<true>(row, blocks, in, tot, mins, ahead); break;
-    default: q6_k(row, blocks, in, tot, ahead); break;
+    case GgmlType::Q4_K: q45_k<false, NT>(row, blocks, in, tot, mins, ahead); break;
+    case GgmlType::Q5_K: q45_k<true, NT>(row, blocks, in, tot, mins, ahead); break;
+    default: q6_k<NT>(row, blocks, in, tot, ahead); break;
   }
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = _mm512_reduce_add_ps(tot[i]) - _mm512_mask_reduce_add_ps(static_cast<__mmask16>(0xFF00), mins[i]);
+  for (int t = 0; t < NT; ++t)
+    for (int64_t i = 0; i < n; ++i)
+      out[t * 4 + i] = _mm512_reduce_add_ps(tot[i * NT + t]) -
+                       _mm512_mask_reduce_add_ps(static_cast<__mmask16>(0xFF00), mins[i * NT + t]);
 }
 #undef LILY_VNNI512
 }  // namespace vnni512
@@ -197,19 +222,37 @@ LILY_VNNI512 void dot_rows_k(const Matrix& W, int64_t r0, int64_t n, const Input
 #pragma GCC diagnostic pop
 #endif
 
+namespace {
+bool k_format(const Matrix& W) {
+  const auto t = static_cast<GgmlType>(W.ggml_type);
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+}  // namespace
+
 void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
   if (!supports(W)) throw Error("ggml int8 dot_rows: not a block format these kernels take");
 #if defined(__x86_64__) && defined(__GNUC__)
   if (k == int8::Kernel::Vnni) {
-    const auto t = static_cast<GgmlType>(W.ggml_type);
-    if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K)
-      return vnni512::dot_rows_k(W, r0, n, in, out, ahead);
+    if (k_format(W)) {
+      const Input* one = &in;
+      return vnni512::dot_tile_k<1>(W, r0, n, &one, out, ahead);
+    }
     return vnni::dot_rows(W, r0, n, in, out, ahead);
   }
   if (k == int8::Kernel::Avx2) return avx2::dot_rows(W, r0, n, in, out, ahead);
 #endif
   (void)r0, (void)n, (void)in, (void)out, (void)ahead;
   throw Error("ggml int8 dot_rows: no int8 kernel in this context");
+}
+
+void dot_tile(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* const* in, int64_t nt, float* out,
+              int64_t ahead) {
+  int64_t t = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (k == int8::Kernel::Vnni && supports(W) && k_format(W))
+    for (; t + 2 <= nt; t += 2) vnni512::dot_tile_k<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+#endif
+  for (; t < nt; ++t) dot_rows(k, W, r0, n, *in[t], out + 4 * t, t == 0 ? ahead : 0);
 }
 
 }  // namespace lily::cpu::ggml_int8

@@ -83,13 +83,15 @@ void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
 
 namespace {
 // Decode products of 4- and 8-bit rows read the packed bytes once,
-// dequantizing inside the dot; with int8 activations (opt-in) each token's
-// input is rounded once and met by byte dot products instead. GGUF block
-// formats take this path with int8 activations only (else each row is
-// decoded to floats).
+// dequantizing inside the dot; with int8 activations each token's input is
+// rounded once and met by byte dot products instead. GGUF block formats take
+// this path with int8 activations only (else each row is decoded to floats).
+// Prompts take it with int8 activations too, where no AMX tile does them:
+// a block of four rows stays in L1 while every token meets it, which beats
+// converting the rows to floats for the float tiles.
 bool packed_decode(const CpuContext& ctx, const Matrix& W, Rows kind) {
-  if (kind != Rows::Tokens) return false;
   if (W.ggml_blocks()) return ctx.int8 && ggml_int8::supports(W);
+  if (kind == Rows::Prompt) return ctx.int8 && int8::supports(W);
   return W.quantized() && (W.bits == 4 || W.bits == 8);
 }
 
@@ -101,6 +103,7 @@ struct PackedInput {
   bool ggml = false;                    // a GGUF block format (int8 always)
   std::vector<int8::Input> ins;         // int8: one per token
   std::vector<ggml_int8::Input> gins;   // GGUF blocks: one per token
+  std::vector<const ggml_int8::Input*> gptrs;  // and pointers to them, for dot_tile
   std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
   kernels::QuantInputs in;
 };
@@ -111,6 +114,7 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
     p.ggml = p.use_int8 = true;
     p.kernel = int8::kernel_for(ctx.isa);
     for (int64_t t = 0; t < T; ++t) p.gins.push_back(ggml_int8::quantize_input(ctx.isa, x + t * W.cols, W.cols));
+    for (const auto& in : p.gins) p.gptrs.push_back(&in);
     return;
   }
   const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
@@ -150,13 +154,10 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
       // kernel asks for the rows six ahead, a line per row per step.
       // (Whole blocks ahead, a multiple of a page away, measured slower.)
       const int64_t ahead = r0 + 10 <= R ? 6 * row_bytes : 0;
-      for (int64_t t = 0; t < T; ++t) {
-        float* o = out.data() + t * 4;
-        if (p.ggml)
-          ggml_int8::dot_rows(p.kernel, W, r0, n, p.gins[t], o, t == 0 ? ahead : 0);
-        else
-          int8::dot_rows(p.kernel, W, r0, n, p.ins[t], o, t == 0 ? ahead : 0);
-      }
+      if (p.ggml)
+        ggml_int8::dot_tile(p.kernel, W, r0, n, p.gptrs.data(), T, out.data(), ahead);
+      else
+        for (int64_t t = 0; t < T; ++t) int8::dot_rows(p.kernel, W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
     } else {
       const kernels::QuantRows w = row_block(p.isa, W, r0, n, groups, sb.data());
       kernels::dot_q_rows(p.isa, w, p.in, T, out.data(), 4);
