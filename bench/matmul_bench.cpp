@@ -84,9 +84,6 @@ BENCHMARK(BM_Decode4bit)
     ->Args({512, 2048, 1})
     ->UseRealTime();
 
-// GGUF block formats on the int8 decode path: rows of random blocks (f16
-// scales set to small values), read where they lie. Third argument: the
-// ggml type number (2 Q4_0, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
 // R x C weights of a GGUF block format: random codes, every super-block's
 // (or block's) f16 scales set to 0.01 so the products stay finite.
 struct GgufMatrix {
@@ -109,6 +106,8 @@ struct GgufMatrix {
   }
 };
 
+// GGUF block formats on the int8 decode path, read where they lie. Third
+// argument: the ggml type number (2 Q4_0, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
 void BM_DecodeGguf(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1);
   const auto ctx = context(state, true);
@@ -150,6 +149,18 @@ void BM_ReadBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadBytes)->Arg(72 << 20)->Arg(9 << 20)->UseRealTime();
 
+// The timed loop of a prompt benchmark: T tokens of fixed inputs in [-1, 1) against W.
+void run_prompt(benchmark::State& state, const cpu::CpuContext& ctx, int64_t T, const Matrix& W) {
+  std::vector<float> x(static_cast<size_t>(T * W.cols)), y(static_cast<size_t>(T * W.rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
+  for (auto _ : state) {
+    cpu::matmul(ctx, x.data(), T, W, y.data(), cpu::Rows::Prompt);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * T * W.rows * W.cols * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 // Prompt products: T tokens against R x 2048 weights; third argument 1: int8
 // inputs (AMX tiles where the CPU has them). 512 rows and 16 tokens is an
 // expert's share of a 512-token prompt.
@@ -157,14 +168,8 @@ void BM_Prompt4bit(benchmark::State& state) {
   const int64_t T = state.range(0), R = state.range(1), C = 2048;
   const auto ctx = context(state, state.range(2) == 1);
   if (!ctx) return;
-  QuantMatrix w(R, C);
-  std::vector<float> x(static_cast<size_t>(T * C)), y(static_cast<size_t>(T * R));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
-  for (auto _ : state) {
-    cpu::matmul(*ctx, x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * R * C * state.iterations(), benchmark::Counter::kIsRate);
+  const QuantMatrix w(R, C);
+  run_prompt(state, *ctx, T, w.m);
 }
 BENCHMARK(BM_Prompt4bit)
     ->Args({16, 2048, 0})
@@ -184,13 +189,7 @@ void BM_PromptGguf(benchmark::State& state) {
   const auto ctx = context(state, state.range(3) == 1);
   if (!ctx) return;
   const GgufMatrix w(R, C, static_cast<GgmlType>(state.range(2)));
-  std::vector<float> x(static_cast<size_t>(T * C)), y(static_cast<size_t>(T * R));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
-  for (auto _ : state) {
-    cpu::matmul(*ctx, x.data(), T, w.m, y.data(), cpu::Rows::Prompt);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * R * C * state.iterations(), benchmark::Counter::kIsRate);
+  run_prompt(state, *ctx, T, w.m);
 }
 BENCHMARK(BM_PromptGguf)
     ->Args({16, 512, 12, 0})

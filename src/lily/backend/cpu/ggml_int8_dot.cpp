@@ -25,7 +25,8 @@ bool supports(const Matrix& W) {
 }
 
 Input quantize_input(Isa isa, const float* x, int64_t cols) {
-  Input in{int8::quantize_input(isa, x, cols, kGroup, false), {}};
+  Input in;
+  in.rounded = int8::quantize_input(isa, x, cols, kGroup, false);
   in.sum4.resize(static_cast<size_t>(cols / 4));
   const int8_t* q = in.rounded.q.data();
   in.sum4_x32.resize(in.sum4.size());
@@ -83,7 +84,7 @@ LILY_VNNI512 inline __m512i both_halves(const uint8_t* p, int s) {
 // of its own (tot[i * NT + t]) and the same operations in the same order,
 // so a token's result does not depend on how many share the call.
 template <bool Five, int NT>
-LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row, int64_t blocks, const Input* const* in,
+LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row, int64_t blocks, const Input* in,
                                                       __m512* tot, __m512* mins, int64_t ahead) {
   constexpr int64_t kBytes = Five ? 176 : 144;
   const __m512i low = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
@@ -95,8 +96,8 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row,
     const int8_t* xs[NT];
     __m512 steps_sums[NT];
     for (int t = 0; t < NT; ++t) {
-      xs[t] = in[t]->rounded.q.data() + 256 * s;
-      steps_sums[t] = _mm512_loadu_ps(in[t]->steps_sums.data() + 16 * s);
+      xs[t] = in[t].rounded.q.data() + 256 * s;
+      steps_sums[t] = _mm512_loadu_ps(in[t].steps_sums.data() + 16 * s);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
@@ -142,10 +143,10 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q45_k(const uint8_t* const* row,
 // Q6_K (see q6_k of the 256-bit kernels): a half of 128 is 64 bytes of low
 // nibbles and 32 of high bit pairs, two steps of 64 codes; the accumulators
 // start at -32 x the inputs' sums, which takes the offset off. NT inputs as
-// for q45_k.
+// for q45_k. Not forced inline: inlined into dot_tile_k beside the Q4_K and
+// Q5_K kernels, its decode form ran at half the bandwidth.
 template <int NT>
-LILY_VNNI512 [[gnu::always_inline]] inline void q6_k(const uint8_t* const* row, int64_t blocks, const Input* const* in,
-                                                     __m512* tot, int64_t ahead) {
+LILY_VNNI512 void q6_k(const uint8_t* const* row, int64_t blocks, const Input* in, __m512* tot, int64_t ahead) {
   const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
   const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (int64_t s = 0; s < blocks; ++s) {
@@ -153,9 +154,9 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q6_k(const uint8_t* const* row, 
     const int32_t* off[NT];
     __m512 steps[NT];
     for (int t = 0; t < NT; ++t) {
-      xs[t] = in[t]->rounded.q.data() + 256 * s;
-      off[t] = in[t]->sum4_x32.data() + 64 * s;
-      steps[t] = _mm512_loadu_ps(in[t]->steps_twice.data() + 16 * s);
+      xs[t] = in[t].rounded.q.data() + 256 * s;
+      off[t] = in[t].sum4_x32.data() + 64 * s;
+      steps[t] = _mm512_loadu_ps(in[t].steps_twice.data() + 16 * s);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
@@ -164,7 +165,11 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q6_k(const uint8_t* const* row, 
       const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
       const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), d = _mm512_set1_ps(half_at(blk + 208));
       __m512 f[NT];  // lane k: d x scale k x the step of its group of 32
-      for (int t = 0; t < NT; ++t) f[t] = _mm512_mul_ps(_mm512_mul_ps(scale, steps[t]), d);
+      __m512 acc_t[NT];  // this row's accumulators, in registers while it is read
+      for (int t = 0; t < NT; ++t) {
+        f[t] = _mm512_mul_ps(_mm512_mul_ps(scale, steps[t]), d);
+        acc_t[t] = tot[i * NT + t];
+      }
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m512i l = _mm512_loadu_si512(blk + 64 * h);
@@ -180,17 +185,18 @@ LILY_VNNI512 [[gnu::always_inline]] inline void q6_k(const uint8_t* const* row, 
           for (int t = 0; t < NT; ++t) {
             const __m512i acc =
                 _mm512_dpbusd_epi32(_mm512_loadu_si512(off[t] + 16 * c), w[m], _mm512_loadu_si512(xs[t] + 64 * c));
-            tot[i * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(pick, f[t]), tot[i * NT + t]);
+            acc_t[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_permutexvar_ps(pick, f[t]), acc_t[t]);
           }
         }
       }
+      for (int t = 0; t < NT; ++t) tot[i * NT + t] = acc_t[t];
     }
   }
 }
 
 // out[t * 4 + i] = row (r0 + i) . input t, for i < n and t < NT.
 template <int NT>
-LILY_VNNI512 void dot_tile_k(const Matrix& W, int64_t r0, int64_t n, const Input* const* in, float* out, int64_t ahead) {
+LILY_VNNI512 void dot_tile_k(const Matrix& W, int64_t r0, int64_t n, const Input* in, float* out, int64_t ahead) {
   const uint8_t* row[4];
   for (int64_t i = 0; i < 4; ++i) row[i] = static_cast<const uint8_t*>(W.row(r0 + std::min(i, n - 1)));
   __m512 tot[4 * NT], mins[4 * NT];
@@ -234,8 +240,7 @@ void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inpu
 #if defined(__x86_64__) && defined(__GNUC__)
   if (k == int8::Kernel::Vnni) {
     if (k_format(W)) {
-      const Input* one = &in;
-      return vnni512::dot_tile_k<1>(W, r0, n, &one, out, ahead);
+      return vnni512::dot_tile_k<1>(W, r0, n, &in, out, ahead);
     }
     return vnni::dot_rows(W, r0, n, in, out, ahead);
   }
@@ -245,14 +250,14 @@ void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inpu
   throw Error("ggml int8 dot_rows: no int8 kernel in this context");
 }
 
-void dot_tile(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* const* in, int64_t nt, float* out,
+void dot_tile(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t nt, float* out,
               int64_t ahead) {
   int64_t t = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (k == int8::Kernel::Vnni && supports(W) && k_format(W))
     for (; t + 2 <= nt; t += 2) vnni512::dot_tile_k<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
 #endif
-  for (; t < nt; ++t) dot_rows(k, W, r0, n, *in[t], out + 4 * t, t == 0 ? ahead : 0);
+  for (; t < nt; ++t) dot_rows(k, W, r0, n, in[t], out + 4 * t, t == 0 ? ahead : 0);
 }
 
 }  // namespace lily::cpu::ggml_int8

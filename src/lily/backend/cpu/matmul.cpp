@@ -82,20 +82,20 @@ void matmul_reference(const float* x, int64_t T, const Matrix& W, float* y) {
 }
 
 namespace {
-// Decode products of 4- and 8-bit rows read the packed bytes once,
+// Packed products: decode products of 4- and 8-bit rows read the packed bytes once,
 // dequantizing inside the dot; with int8 activations each token's input is
 // rounded once and met by byte dot products instead. GGUF block formats take
 // this path with int8 activations only (else each row is decoded to floats).
 // Prompts take it with int8 activations too, where no AMX tile does them:
 // a block of four rows stays in L1 while every token meets it, which beats
 // converting the rows to floats for the float tiles.
-bool packed_decode(const CpuContext& ctx, const Matrix& W, Rows kind) {
+bool packed_product(const CpuContext& ctx, const Matrix& W, Rows kind) {
   if (W.ggml_blocks()) return ctx.int8 && ggml_int8::supports(W);
   if (kind == Rows::Prompt) return ctx.int8 && int8::supports(W);
   return W.quantized() && (W.bits == 4 || W.bits == 8);
 }
 
-// What a packed decode product needs of its T inputs, worked out once per call.
+// What a packed product needs of its T inputs, worked out once per call.
 struct PackedInput {
   Isa isa = Isa::Portable;
   int8::Kernel kernel = int8::Kernel::None;  // None: the float path
@@ -103,7 +103,6 @@ struct PackedInput {
   bool ggml = false;                    // a GGUF block format (int8 always)
   std::vector<int8::Input> ins;         // int8: one per token
   std::vector<ggml_int8::Input> gins;   // GGUF blocks: one per token
-  std::vector<const ggml_int8::Input*> gptrs;  // and pointers to them, for dot_tile
   std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
   kernels::QuantInputs in;
 };
@@ -114,7 +113,6 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
     p.ggml = p.use_int8 = true;
     p.kernel = int8::kernel_for(ctx.isa);
     for (int64_t t = 0; t < T; ++t) p.gins.push_back(ggml_int8::quantize_input(ctx.isa, x + t * W.cols, W.cols));
-    for (const auto& in : p.gins) p.gptrs.push_back(&in);
     return;
   }
   const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
@@ -138,7 +136,7 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
   p.in.xsum_stride = groups;
 }
 
-// Rows [b, e) of a packed decode product: four rows at a time, every token
+// Rows [b, e) of a packed product: four rows at a time, every token
 // against each; a short last block repeats its last row.
 void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int64_t b, int64_t e) {
   const int64_t R = W.rows, groups = p.ggml ? 0 : W.cols / W.group_size, row_bytes = static_cast<int64_t>(W.row_bytes());
@@ -155,7 +153,7 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
       // (Whole blocks ahead, a multiple of a page away, measured slower.)
       const int64_t ahead = r0 + 10 <= R ? 6 * row_bytes : 0;
       if (p.ggml)
-        ggml_int8::dot_tile(p.kernel, W, r0, n, p.gptrs.data(), T, out.data(), ahead);
+        ggml_int8::dot_tile(p.kernel, W, r0, n, p.gins.data(), T, out.data(), ahead);
       else
         for (int64_t t = 0; t < T; ++t) int8::dot_rows(p.kernel, W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
     } else {
@@ -207,7 +205,7 @@ void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, f
     amx::matmul(ctx, x, T, W, y);
     return;
   }
-  if (packed_decode(ctx, W, rows_kind)) {
+  if (packed_product(ctx, W, rows_kind)) {
     PackedInput p;
     prepare(ctx, x, T, W, p);
     pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
@@ -237,8 +235,8 @@ void matmul_batch(const CpuContext& ctx, std::span<const Product> products, int6
     const Matrix& W = *products[i].W;
     input_of[i] = i;
     for (size_t j = 0; j < i && input_of[i] == i; ++j)
-      if (packed_decode(ctx, *products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
-    if (packed_decode(ctx, W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, inputs[i]);
+      if (packed_product(ctx, *products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
+    if (packed_product(ctx, W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, inputs[i]);
     start[i + 1] = start[i] + (W.rows + 3) / 4 * 4;
     grain = std::max(grain, row_grain(W, T));
   }
@@ -248,7 +246,7 @@ void matmul_batch(const CpuContext& ctx, std::span<const Product> products, int6
       const int64_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
       const int64_t end = std::min(hi, p.W->rows);
       if (lo >= end) continue;
-      if (packed_decode(ctx, *p.W, rows_kind))
+      if (packed_product(ctx, *p.W, rows_kind))
         packed_rows(inputs[input_of[i]], T, *p.W, p.y, lo, end);
       else
         float_rows(ctx.isa, p.x, T, *p.W, p.y, rows_kind, lo, end);
