@@ -198,7 +198,8 @@ LILY_VNNI512 void q6_k(const uint8_t* const* row, int64_t blocks, const Input* i
 template <int NT>
 LILY_VNNI512 void dot_tile_k(const Matrix& W, int64_t r0, int64_t n, const Input* in, float* out, int64_t ahead) {
   const uint8_t* row[4];
-  for (int64_t i = 0; i < 4; ++i) row[i] = static_cast<const uint8_t*>(W.row(r0 + std::min(i, n - 1)));
+  const size_t row_bytes = W.row_bytes();  // once a tile, not once a row: it is not inline
+  for (int64_t i = 0; i < 4; ++i) row[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
   __m512 tot[4 * NT], mins[4 * NT];
   for (int i = 0; i < 4 * NT; ++i) tot[i] = mins[i] = _mm512_setzero_ps();
   const int64_t blocks = W.cols / 256;
