@@ -179,20 +179,25 @@ class AgainstTheReference : public ::testing::TestWithParam<Param> {
 class Conformance : public AgainstTheReference<Candidate> {
  protected:
   const Candidate& candidate() const override { return GetParam(); }
+  void check_attention(const AttentionShape& s, std::span<const std::pair<int64_t, int64_t>> calls);
+  void check_delta(const DeltaShape& s);
+  void check_moe(int64_t E, int64_t k, int64_t H, int64_t I, int64_t Is, std::span<const Format> formats);
 };
 
 TEST_P(Conformance, MatmulInEveryWeightFormat) {
+  // awkward sizes, then the model's hidden width (the GPU's eight-a-load kernels at every token tiling)
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 192}, {40, 2048}})
   for (Format f : {Format::F32, Format::F16, Format::BF16, Format::Q4, Format::Q6, Format::Q8})
-    for (int64_t T : {1, 3, 6}) {
-      const int64_t rows = 37, cols = 192;
-      HostMatrix h = make_matrix(f, rows, cols, 7 + static_cast<uint32_t>(T));
+    for (int64_t T : {1, 3, 6, 9}) {
+      HostMatrix h = make_matrix(f, rows, cols, 7 + static_cast<uint32_t>(T + cols));
       const std::vector<float> x = random_floats(static_cast<size_t>(T * cols), 11);
       Tensor yc = cpu_.tensor(T, rows), yg = dut_->tensor(T, rows);
       cpu_.matmul(on(cpu_, x, T, cols), h.m, yc, T == 1 ? RowKind::Tokens : RowKind::Prompt);
       const Matrix dev = dut_->bind(h.m);
       EXPECT_EQ(dev.device, candidate().device);
       dut_->matmul(on(*dut_, x, T, cols), dev, yg, kind_under_test(T));
-      const std::string what = std::string("matmul ") + name_of(f) + " T=" + std::to_string(T);
+      const std::string what =
+          std::string("matmul ") + name_of(f) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " T=" + std::to_string(T);
       if (candidate().int8 && cpu::int8::packed_format(h.m)) {  // int8 decode rows, or AMX prompt tiles
         EXPECT_TRUE(test::within_int8_rounding(h.m, x.data(), T, dut_->to_host(yg).data())) << what;
       } else {
@@ -245,19 +250,28 @@ struct Pair {
   }
 };
 
-TEST_P(Conformance, RopeAndAttentionOverTheCache) {
-  const AttentionShape s{4, 2, 32, 16, 10000.0};
+// Rope and attention of two sequences over their caches, call by call
+// (rows of each sequence per call), then one more sequence given all of the
+// first's rows in a single call: its last row must equal the first's exactly
+// (a row's result does not depend on what shares its call).
+void Conformance::check_attention(const AttentionShape& s, std::span<const std::pair<int64_t, int64_t>> calls) {
   StateLayout layout;
   layout.delta_layer = {false};
   layout.kv_heads = s.kv_heads;
   layout.head_dim = s.head_dim;
   Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{dut_->new_state(layout), dut_->new_state(layout)};
+  const int64_t qd = s.heads * s.head_dim, kd = s.kv_heads * s.head_dim;
+  std::vector<float> all_q, all_k, all_v, last_row;
   int64_t pa = 0, pb = 0;
-  for (auto [ra, rb] : {std::pair<int64_t, int64_t>{5, 3}, {1, 1}, {2, 7}}) {
-    const int64_t T = ra + rb, qd = s.heads * s.head_dim, kd = s.kv_heads * s.head_dim;
-    const auto q = random_floats(T * qd, 10 + T), k = random_floats(T * kd, 20 + T), v = random_floats(T * kd, 30 + T);
+  for (auto [ra, rb] : calls) {
+    const int64_t T = ra + rb;
+    const auto q = random_floats(T * qd, 10 + T + pa), k = random_floats(T * kd, 20 + T + pa),
+               v = random_floats(T * kd, 30 + T + pa);
     Tensor qc = on(cpu_, q, T, qd), kc = on(cpu_, k, T, kd), vc = on(cpu_, v, T, kd), oc = cpu_.tensor(T, qd);
     Tensor qg = on(*dut_, q, T, qd), kg = on(*dut_, k, T, kd), vg = on(*dut_, v, T, kd), og = dut_->tensor(T, qd);
+    all_q.insert(all_q.end(), q.begin(), q.begin() + ra * qd);
+    all_k.insert(all_k.end(), k.begin(), k.begin() + ra * kd);
+    all_v.insert(all_v.end(), v.begin(), v.begin() + ra * kd);
     const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
     cpu_.rope(qc, s.heads, sc, s);
     cpu_.rope(kc, s.kv_heads, sc, s);
@@ -269,14 +283,38 @@ TEST_P(Conformance, RopeAndAttentionOverTheCache) {
     resync(kc, kg);
     cpu_.attention(0, sc, qc, kc, vc, s, oc);
     dut_->attention(0, sg, qg, kg, vg, s, og);
-    expect_close(dut_->to_host(og), cpu_.to_host(oc), tol(fp32_tolerance(s.head_dim * (pa + pb + T))), "attention");
+    const std::vector<float> got = dut_->to_host(og);
+    expect_close(got, cpu_.to_host(oc), tol(fp32_tolerance(s.head_dim * (pa + pb + T))),
+                 "attention at " + std::to_string(pa) + " and " + std::to_string(pb));
+    last_row.assign(got.begin() + (ra - 1) * qd, got.begin() + ra * qd);
     pa += ra;
     pb += rb;
   }
+  std::unique_ptr<StateStorage> whole = dut_->new_state(layout);
+  const std::vector<SeqSlice> one = {{whole.get(), 0, pa, 0}};
+  Tensor q = on(*dut_, all_q, pa, qd), k = on(*dut_, all_k, pa, kd), o = dut_->tensor(pa, qd);
+  dut_->rope(q, s.heads, one, s);
+  dut_->rope(k, s.kv_heads, one, s);
+  dut_->attention(0, one, q, k, on(*dut_, all_v, pa, kd), s, o);
+  const std::vector<float> got = dut_->to_host(o);
+  EXPECT_TRUE(std::equal(last_row.begin(), last_row.end(), got.end() - qd))
+      << "the last of " << pa << " rows in one call differs from the same row in its own call";
 }
 
-TEST_P(Conformance, GatedDeltaNetStepsAndChunks) {
-  const DeltaShape s{2, 4, 16, 24, 4, 64};
+TEST_P(Conformance, RopeAndAttentionOverTheCache) {
+  const std::pair<int64_t, int64_t> calls[] = {{5, 3}, {1, 1}, {2, 7}};
+  check_attention(AttentionShape{4, 2, 32, 16, 10000.0}, calls);
+}
+
+// The model's attention (16 query heads on 2 KV heads of 256, rotary 64): a
+// prompt, then decode steps whose context is split over several spans on the GPU.
+TEST_P(Conformance, AttentionAtTheModelsShape) {
+  const std::pair<int64_t, int64_t> calls[] = {{300, 3}, {1, 1}, {1, 1}};
+  check_attention(AttentionShape{16, 2, 256, 64, 10000000.0}, calls);
+}
+
+// A prompt of 70 and one of 5 (chunked on the CPU), then two decode steps of one token each.
+void Conformance::check_delta(const DeltaShape& s) {
   const int64_t C = 2 * s.key_heads * s.key_dim + s.value_heads * s.value_dim, VD = s.value_heads * s.value_dim;
   StateLayout layout;
   layout.delta_layer = {true};
@@ -290,7 +328,6 @@ TEST_P(Conformance, GatedDeltaNetStepsAndChunks) {
                dtb = random_floats(s.value_heads, 42);
   const Vector gconv = dut_->bind(conv), gnea = dut_->bind(nea), gdtb = dut_->bind(dtb);
   int64_t pa = 0, pb = 0;
-  // a prompt of 70 and one of 5 (chunked on the CPU), then two decode steps of one token each
   for (auto [ra, rb] : {std::pair<int64_t, int64_t>{70, 5}, {1, 1}, {1, 1}}) {
     const int64_t T = ra + rb;
     const RowKind kind = T > 2 ? RowKind::Prompt : RowKind::Tokens;
@@ -322,9 +359,13 @@ TEST_P(Conformance, GatedDeltaNetStepsAndChunks) {
   }
 }
 
-TEST_P(Conformance, MixtureOfExpertsOnTheSameRoutes) {
-  const int64_t E = 8, k = 2, H = 64, I = 64, Is = 128;  // widths the group sizes divide
-  for (Format f : {Format::BF16, Format::Q4, Format::Q8}) {
+TEST_P(Conformance, GatedDeltaNetStepsAndChunks) { check_delta(DeltaShape{2, 4, 16, 24, 4, 64}); }
+
+// The model's Gated DeltaNet: 16 key heads and 32 value heads of 128.
+TEST_P(Conformance, GatedDeltaNetAtTheModelsShape) { check_delta(DeltaShape{16, 32, 128, 128, 4, 64}); }
+
+void Conformance::check_moe(int64_t E, int64_t k, int64_t H, int64_t I, int64_t Is, std::span<const Format> formats) {
+  for (Format f : formats) {
     std::vector<HostMatrix> gate, up, down;
     for (int64_t e = 0; e < E; ++e) {
       gate.push_back(make_matrix(f, I, H, 100 + e));
@@ -367,6 +408,17 @@ TEST_P(Conformance, MixtureOfExpertsOnTheSameRoutes) {
       EXPECT_EQ(own.experts[0], log.experts[0]) << name_of(f);
     }
   }
+}
+
+TEST_P(Conformance, MixtureOfExpertsOnTheSameRoutes) {
+  const Format formats[] = {Format::BF16, Format::Q4, Format::Q8};
+  check_moe(8, 2, 64, 64, 128, formats);  // widths the group sizes divide
+}
+
+// The model's routing: the top 8 of 256 experts (narrow ones, to keep it quick).
+TEST_P(Conformance, MixtureOfExpertsRoutesTheTop8Of256) {
+  const Format formats[] = {Format::Q4};
+  check_moe(256, 8, 64, 16, 32, formats);
 }
 
 // The next token chosen where the logits are, as the reference chooses it:

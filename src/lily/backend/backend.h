@@ -113,6 +113,15 @@ struct TokenPick {
 };
 
 
+// What the host has asked of a device so far: the operations queued on it
+// (kernel launches and copies) and the seconds the host spent waiting for
+// it. `lily bench` reports both per decode step: the launches a step costs
+// and the host's share of the step. All zero for a backend on the host.
+struct DeviceActivity {
+  uint64_t operations = 0;
+  double wait_seconds = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -124,6 +133,7 @@ class Backend {
   // Bytes of the backend's own memory still free; 0 for the host's memory,
   // which the memory plan checks against its budget instead.
   virtual size_t memory_free() const { return 0; }
+  virtual DeviceActivity activity() const { return {}; }
 
   // Weights in this backend's memory (the CPU returns the view it was given).
   // Each call makes its own copy: whoever binds a set of views that share
@@ -152,6 +162,12 @@ class Backend {
   virtual void rmsnorm(const Tensor& x, const Vector& w, float eps, Tensor& y) = 0;
   // x += y
   virtual void add(Tensor& x, const Tensor& y) = 0;
+  // x += y, then h = rmsnorm(x) as rmsnorm computes it: the residual step
+  // between blocks, one pass where a backend fuses it.
+  virtual void add_rmsnorm(Tensor& x, const Tensor& y, const Vector& w, float eps, Tensor& h) {
+    add(x, y);
+    rmsnorm(x, w, eps, h);
+  }
   // y = x W^T
   virtual void matmul(const Tensor& x, const Matrix& w, Tensor& y, RowKind kind) = 0;
   // Several products of the same rows and kind, each equal to its matmul alone.

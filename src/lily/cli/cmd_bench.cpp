@@ -3,6 +3,7 @@
 // set against this machine's memory-bandwidth roofline.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -85,6 +86,7 @@ Command add_bench_command(CLI::App& app) {
             const double gib = static_cast<double>(model->report().weight_bytes) / (1u << 30);
             const double params = static_cast<double>(model->report().parameters) / 1e9;
             double bw_lo = 1e300, bw_hi = 0;
+            std::vector<std::string> steps;  // a device's decode step: operations and the host's share
             for (int64_t ctx : contexts) {
               const std::string cmd = quote(self_path()) + " bench --model " + quote(o->model) + " --child " +
                                       std::to_string(ctx) + " --decode-steps " + std::to_string(o->decode_steps) +
@@ -111,7 +113,19 @@ Command add_bench_command(CLI::App& app) {
                           params, threads, static_cast<long long>(o->decode_steps), static_cast<long long>(ctx), decode,
                           100.0 * bytes * decode / bw);
               std::fflush(stdout);
+              const auto& d = r["decode"];
+              if (const uint64_t ops = d.value("step_device_operations", uint64_t{0}); ops > 0) {
+                std::vector<double> walls = d["step_wall_secs"].get<std::vector<double>>();
+                std::nth_element(walls.begin(), walls.begin() + walls.size() / 2, walls.end());
+                char line[256];
+                std::snprintf(line, sizeof line, "decode step @ d%lld: %llu device operations, host busy %.3f ms of %.3f ms",
+                              static_cast<long long>(ctx), static_cast<unsigned long long>(ops),
+                              1e3 * d["step_host_secs"].get<double>(), 1e3 * walls[walls.size() / 2]);
+                steps.push_back(line);
+              }
             }
+            if (!steps.empty()) std::printf("\n");
+            for (const std::string& line : steps) std::printf("%s (medians)\n", line.c_str());
             const std::string how = o->device.device() == Device::Cuda ? "on " + report["results"].back().value("device", std::string("cuda")) : o->cpu.describe();
             std::printf("\nread bandwidth: %.1f-%.1f GB/s (%d threads, measured after each decode); %s\n", bw_lo / 1e9,
                         bw_hi / 1e9, threads, how.c_str());

@@ -152,17 +152,20 @@ Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<c
   for (const Segment& s : segs) seqs.push_back({&s.state->storage(), s.row, s.rows, s.state->position()});
 
   Tensor x = B.embed(w.embed, tokens), h = B.tensor(T, H), out = B.tensor(T, H);
+  // each residual add is fused with the norm that reads its sum
+  B.rmsnorm(x, w.layers[0].input_norm, eps, h);
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     const LayerWeights& L = w.layers[i];
-    B.rmsnorm(x, L.input_norm, eps, h);
     if (L.kind == LayerKind::LinearAttention)
       gated_delta_net(i, seqs, kind, h, out);
     else
       attention(i, seqs, kind, h, out);
-    B.add(x, out);
-    B.rmsnorm(x, L.post_attention_norm, eps, h);
+    B.add_rmsnorm(x, out, L.post_attention_norm, eps, h);
     B.moe(h, experts_[i], cfg_.experts_per_token, out, kind);
-    B.add(x, out);
+    if (i + 1 < cfg_.num_layers)
+      B.add_rmsnorm(x, out, w.layers[i + 1].input_norm, eps, h);
+    else
+      B.add(x, out);
   }
   for (const Segment& s : segs) s.state->advance(s.rows);
 

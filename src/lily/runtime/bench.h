@@ -22,6 +22,10 @@ struct BenchResult {
   int32_t first_token = 0;
   uint64_t token_digest = 0;   // FNV-1a over the generated ids
   std::vector<double> step_seconds;
+  // per decode step, on a device backend (see DeviceActivity): the
+  // operations it queued and the wall time the host was not waiting for it
+  std::vector<uint64_t> step_operations;
+  std::vector<double> step_host_seconds;
 
   double prefill_tok_s() const { return prefill_seconds > 0 ? context / prefill_seconds : 0; }
   double decode_tok_s() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }

@@ -2,7 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -18,6 +21,25 @@ namespace lily::cuda {
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
+
+namespace {
+std::atomic<uint64_t> queued{0};
+}  // namespace
+
+void launched(const char* what) {
+  check(cudaGetLastError(), what);
+  queued.fetch_add(1, std::memory_order_relaxed);
+}
+void count_operation() { queued.fetch_add(1, std::memory_order_relaxed); }
+uint64_t operations_queued() { return queued.load(std::memory_order_relaxed); }
+
+namespace {
+// cudaMemcpyAsync, counted among the operations queued.
+cudaError_t copy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+  count_operation();
+  return cudaMemcpyAsync(dst, src, bytes, kind, s);
+}
+}  // namespace
 
 namespace {
 
@@ -176,11 +198,11 @@ class CudaState : public StateStorage {
       size_t cap = b.capacity ? b.capacity : 4096;
       while (cap < b.used + n) cap *= 2;
       auto mem = device_block(pool_, cap * elem_);
-      if (b.used) check(cudaMemcpyAsync(mem.get(), b.mem.get(), b.used * elem_, cudaMemcpyDeviceToDevice, stream_), "KV grow");
+      if (b.used) check(copy_async(mem.get(), b.mem.get(), b.used * elem_, cudaMemcpyDeviceToDevice, stream_), "KV grow");
       b.mem = std::move(mem);
       b.capacity = cap;
     }
-    check(cudaMemcpyAsync(static_cast<uint8_t*>(b.mem.get()) + b.used * elem_, src, n * elem_, cudaMemcpyDeviceToDevice,
+    check(copy_async(static_cast<uint8_t*>(b.mem.get()) + b.used * elem_, src, n * elem_, cudaMemcpyDeviceToDevice,
                           stream_), "KV append");
     b.used += n;
   }
@@ -189,13 +211,50 @@ class CudaState : public StateStorage {
   CudaState(std::shared_ptr<Pool> pool, size_t elem, cudaStream_t s) : pool_(std::move(pool)), stream_(s), elem_(elem) {}
   std::shared_ptr<void> copy(const void* src, size_t bytes) const {
     auto mem = device_block(pool_, bytes);
-    check(cudaMemcpyAsync(mem.get(), src, bytes, cudaMemcpyDeviceToDevice, stream_), "state copy");
+    check(copy_async(mem.get(), src, bytes, cudaMemcpyDeviceToDevice, stream_), "state copy");
     return mem;
   }
   std::shared_ptr<Pool> pool_;
   cudaStream_t stream_;
   size_t elem_;
   std::vector<Layer> layers_;
+};
+
+// Pinned slots that small host data passes through on its way to the device:
+// the copy from pinned memory is asynchronous, so a launch's ids or
+// positions cost the host no wait, and the caller's buffer may go at once.
+// A slot is written again only after its last copy has run (its event).
+class Staging {
+ public:
+  static constexpr size_t kSlots = 64, kSlotBytes = size_t{64} << 10;
+  Staging() {
+    check(cudaHostAlloc(reinterpret_cast<void**>(&host_), kSlots * kSlotBytes, cudaHostAllocPortable), "pinned staging");
+    for (cudaEvent_t& e : done_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "staging event");
+  }
+  ~Staging() {
+    for (cudaEvent_t e : done_) cudaEventDestroy(e);
+    cudaFreeHost(host_);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  // false where the data is larger than a slot: the caller copies it itself
+  bool copy(void* device, const void* host, size_t bytes, cudaStream_t s) {
+    if (bytes > kSlotBytes) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t i = next_++ % kSlots;
+    check(cudaEventSynchronize(done_[i]), "staging");  // the slot's previous copy has been read
+    uint8_t* slot = host_ + i * kSlotBytes;
+    std::memcpy(slot, host, bytes);
+    check(copy_async(device, slot, bytes, cudaMemcpyHostToDevice, s), "staging");
+    check(cudaEventRecord(done_[i], s), "staging");
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  uint8_t* host_ = nullptr;
+  cudaEvent_t done_[kSlots] = {};
+  size_t next_ = 0;
 };
 
 CudaState& state_of(const SeqSlice& s) { return static_cast<CudaState&>(*s.state); }
@@ -207,6 +266,7 @@ class CudaBackend : public Backend {
       throw Error(std::string("the CUDA backend keeps activations in F32 or BF16, not ") + std::string(dtype_name(act_)));
     check(cudaSetDevice(ordinal), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    staging_ = std::make_unique<Staging>();
     pool_ = std::make_shared<Pool>(ordinal);
     cudaDeviceProp p{};
     check(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties");
@@ -218,6 +278,9 @@ class CudaBackend : public Backend {
   }
 
   Device device() const override { return Device::Cuda; }
+  DeviceActivity activity() const override {
+    return {operations_queued(), waited_ns_.load(std::memory_order_relaxed) / 1e9};
+  }
   size_t memory_free() const override {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -233,7 +296,7 @@ class CudaBackend : public Backend {
     float best = 1e30f;
     for (int i = 0; i < 5; ++i) {
       check(cudaEventRecord(e0, stream_), "event");
-      check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "bandwidth copy");
+      check(copy_async(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "bandwidth copy");
       check(cudaEventRecord(e1, stream_), "event");
       check(cudaEventSynchronize(e1), "event");
       float ms = 0;
@@ -306,21 +369,21 @@ class CudaBackend : public Backend {
   Tensor wide_from_host(std::span<const float> data, int64_t rows, int64_t cols) override {
     if (static_cast<int64_t>(data.size()) != rows * cols) throw Error("from_host: the data is not [rows, cols]");
     Tensor t = buffer(rows, cols, DType::F32);
-    check(cudaMemcpyAsync(t.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
-    check(cudaStreamSynchronize(stream_), "from_host");
+    check(copy_async(t.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
+    wait("from_host");
     return t;
   }
 
   Tensor from_host(std::span<const float> data, int64_t rows, int64_t cols) override {
     if (static_cast<int64_t>(data.size()) != rows * cols) throw Error("from_host: the data is not [rows, cols]");
     Tensor f32 = buffer(rows, cols, DType::F32);
-    check(cudaMemcpyAsync(f32.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
+    check(copy_async(f32.data, data.data(), data.size_bytes(), cudaMemcpyHostToDevice, stream_), "from_host");
     Tensor t = f32;
     if (act_ == DType::BF16) {
       t = tensor(rows, cols);
       to_bf16(static_cast<const float*>(f32.data), t.numel(), ptr<bf16>(t), stream_);
     }
-    check(cudaStreamSynchronize(stream_), "from_host");
+    wait("from_host");
     return t;
   }
 
@@ -331,8 +394,8 @@ class CudaBackend : public Backend {
       f32 = buffer(t.rows, t.cols, DType::F32);
       to_float(ptr<bf16>(t), t.numel(), static_cast<float*>(f32.data), stream_);
     }
-    check(cudaMemcpyAsync(out.data(), f32.data, f32.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
-    check(cudaStreamSynchronize(stream_), "to_host");
+    check(copy_async(out.data(), f32.data, f32.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
+    wait("to_host");
     return out;
   }
 
@@ -363,6 +426,13 @@ class CudaBackend : public Backend {
       cuda::rmsnorm(ptr<A>(x), x.numel() / dim, dim, w.data(), eps, ptr<A>(y), stream_);
     });
   }
+  void add_rmsnorm(Tensor& x, const Tensor& y, const Vector& w, float eps, Tensor& h) override {
+    const int64_t dim = static_cast<int64_t>(w.size());
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::add_rmsnorm(ptr<A>(x), ptr<A>(y), x.numel() / dim, dim, w.data(), eps, ptr<A>(h), stream_);
+    });
+  }
   void add(Tensor& x, const Tensor& y) override {
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
@@ -378,8 +448,21 @@ class CudaBackend : public Backend {
         cuda::matmul(dev(w), ptr<A>(x), x.rows, ptr<A>(y), stream_);
     });
   }
+  // Jobs on the same input go out as one launch (cuda::matmul_batch).
   void matmul_batch(std::span<const MatmulJob> jobs, RowKind kind) override {
-    for (const MatmulJob& j : jobs) matmul(*j.x, *j.w, *j.y, kind);
+    bool shared = jobs.size() <= static_cast<size_t>(kMaxProducts);
+    for (const MatmulJob& j : jobs) shared = shared && j.x == jobs[0].x;
+    if (!shared) {
+      for (const MatmulJob& j : jobs) matmul(*j.x, *j.w, *j.y, kind);
+      return;
+    }
+    std::vector<ProductJob> p;
+    for (const MatmulJob& j : jobs) p.push_back({dev(*j.w), j.y->data, j.y->dtype == DType::F32});
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      for (const MatmulJob& j : jobs) (void)ptr<A>(*j.x);  // checks where the input lies
+      cuda::matmul_batch(p.data(), static_cast<int>(p.size()), ptr<A>(*jobs[0].x), jobs[0].x->rows, stream_);
+    });
   }
 
   void moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind) override {
@@ -397,9 +480,10 @@ class CudaBackend : public Backend {
       if (route_log_) replay_or_record(d_ids, d_w, T, k, per);
       shared_expert_weight(dev(*w.shared_expert_gate), ptr<A>(x), T, per, k, d_w, stream_);
       Tensor acts = tensor(T * per, tab.max_inter);
-      expert_gate_up(tab.gate, tab.up, d_ids, T, per, ptr<A>(x), H, tab.max_inter, ptr<A>(acts), stream_);
+      const WeightFormat* chunked = tab.chunked && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 ? &tab.format : nullptr;
+      expert_gate_up(tab.gate, tab.up, d_ids, T, per, ptr<A>(x), H, tab.max_inter, ptr<A>(acts), chunked, stream_);
       expert_down(tab.down, d_ids, static_cast<const float*>(d_w), T, per, ptr<A>(acts), tab.max_inter, H, ptr<A>(y),
-                  stream_);
+                  chunked, stream_);
     });
   }
 
@@ -474,9 +558,11 @@ class CudaBackend : public Backend {
         const size_t n = static_cast<size_t>(sq.rows * nkv * hd);
         st.append(L.keys, ptr<A>(k) + sq.row * nkv * hd, n);
         st.append(L.values, ptr<A>(v) + sq.row * nkv * hd, n);
+        const size_t scratch_n = attention_scratch_floats(sq.rows, sq.position, nh, nkv, hd);
+        Tensor scratch = scratch_n ? buffer(1, static_cast<int64_t>(scratch_n), DType::F32) : Tensor{};
         cuda::attention(ptr<A>(q) + sq.row * nh * hd, sq.rows, sq.position, static_cast<const A*>(L.keys.mem.get()),
                         static_cast<const A*>(L.values.mem.get()), nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
-                        ptr<A>(out) + sq.row * nh * hd, stream_);
+                        static_cast<float*>(scratch.data), ptr<A>(out) + sq.row * nh * hd, stream_);
       }
     });
   }
@@ -516,8 +602,8 @@ class CudaBackend : public Backend {
                       static_cast<const PickAdjust*>(d_adjust.data), static_cast<const int32_t*>(d_start.data),
                       static_cast<float*>(work.data), static_cast<int32_t*>(ids.data), stream_);
     std::vector<int32_t> out(static_cast<size_t>(n));
-    check(cudaMemcpyAsync(out.data(), ids.data, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "pick_tokens");
-    check(cudaStreamSynchronize(stream_), "pick_tokens");
+    check(copy_async(out.data(), ids.data, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "pick_tokens");
+    wait("pick_tokens");
     return out;
   }
 
@@ -530,7 +616,19 @@ class CudaBackend : public Backend {
     std::shared_ptr<void> mem;
     const DevMatrix *gate, *up, *down;  // [E + 1]: the experts, then the shared one
     int64_t max_inter;
+    bool chunked = false;  // every matrix read eight values a load, in `format`
+    WeightFormat format = WeightFormat::F32;
   };
+
+  // Blocks until the stream's work is done, the time counted as waiting.
+  void wait(const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    check(cudaStreamSynchronize(stream_), what);
+    waited_ns_.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - t0)
+                                                   .count()),
+                         std::memory_order_relaxed);
+  }
 
   // Runs fn with a tag whose ::type is the activation type.
   template <class F>
@@ -556,11 +654,14 @@ class CudaBackend : public Backend {
     return mem;
   }
 
-  // Small host data copied to the device for one launch (ids, positions).
+  // Small host data copied to the device for one launch (ids, positions),
+  // through pinned memory so the host does not wait for the copy.
   Tensor staged(const void* host, size_t bytes) {
     Tensor t = buffer(1, static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)), DType::F32);
-    if (bytes) check(cudaMemcpyAsync(t.data, host, bytes, cudaMemcpyHostToDevice, stream_), "staging");
-    check(cudaStreamSynchronize(stream_), "staging");  // the host buffer may go once this returns
+    if (bytes && !staging_->copy(t.data, host, bytes, stream_)) {
+      check(copy_async(t.data, host, bytes, cudaMemcpyHostToDevice, stream_), "staging");
+      wait("staging");  // the host buffer may go once this returns
+    }
     return t;
   }
 
@@ -588,6 +689,11 @@ class CudaBackend : public Backend {
     }
     for (size_t e = 0; e < E; ++e) max_inter = std::max(max_inter, w.gate[e].rows);
     ExpertTables t;
+    t.chunked = max_inter % 8 == 0 && chunked_format(all[0], &t.format);
+    for (const DevMatrix& m : all) {
+      WeightFormat f;
+      t.chunked = t.chunked && chunked_format(m, &f) && f == t.format;
+    }
     t.router = w.router->owner;
     t.mem = upload(all.data(), all.size() * sizeof(DevMatrix));
     const auto* base = static_cast<const DevMatrix*>(t.mem.get());
@@ -601,9 +707,9 @@ class CudaBackend : public Backend {
   void replay_or_record(int32_t* ids, float* weights, int64_t T, int64_t k, int64_t per) {
     std::vector<int32_t> hid(static_cast<size_t>(T * per));
     std::vector<float> hw(static_cast<size_t>(T * per));
-    check(cudaMemcpyAsync(hid.data(), ids, hid.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "route");
-    check(cudaMemcpyAsync(hw.data(), weights, hw.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_), "route");
-    check(cudaStreamSynchronize(stream_), "route");
+    check(copy_async(hid.data(), ids, hid.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "route");
+    check(copy_async(hw.data(), weights, hw.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_), "route");
+    wait("route");
     std::vector<int32_t> ex(static_cast<size_t>(T * k));
     std::vector<float> wt(static_cast<size_t>(T * k));
     for (int64_t t = 0; t < T; ++t)
@@ -617,15 +723,17 @@ class CudaBackend : public Backend {
         hid[t * per + j] = ex[t * k + j];
         hw[t * per + j] = wt[t * k + j];
       }
-    check(cudaMemcpyAsync(ids, hid.data(), hid.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "route");
-    check(cudaMemcpyAsync(weights, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice, stream_), "route");
-    check(cudaStreamSynchronize(stream_), "route");
+    check(copy_async(ids, hid.data(), hid.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), "route");
+    check(copy_async(weights, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice, stream_), "route");
+    wait("route");
   }
 
   int device_;
   DType act_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Staging> staging_;
+  std::atomic<uint64_t> waited_ns_{0};  // made once the device is current: its events belong to it
   std::shared_ptr<Pool> pool_;
   std::mutex mu_;
   std::map<std::pair<double, int64_t>, std::shared_ptr<void>> inv_freq_;

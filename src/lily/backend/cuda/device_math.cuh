@@ -6,6 +6,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "lily/backend/cuda/device_matrix.h"
 
 namespace lily::cuda {
@@ -30,6 +33,76 @@ __device__ __forceinline__ float weight_at(const DevMatrix& m, int64_t r, int64_
   const float q = static_cast<float>(v & ((1u << m.bits) - 1u));
   const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
   return load_elem(m.scales, m.scale_dtype, g) * q + load_elem(m.biases, m.scale_dtype, g);
+}
+
+// W[r, 8 * c8 .. 8 * c8 + 7] into w.
+template <WeightFormat F>
+__device__ __forceinline__ void load8(const DevMatrix& m, int64_t r, int64_t c8, float w[8]) {
+  const uint8_t* row = m.data + r * m.row_bytes;
+  if constexpr (F == WeightFormat::F32) {
+    const float4 a = reinterpret_cast<const float4*>(row)[2 * c8], b = reinterpret_cast<const float4*>(row)[2 * c8 + 1];
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else if constexpr (F == WeightFormat::F16 || F == WeightFormat::BF16) {
+    const uint4 v = reinterpret_cast<const uint4*>(row)[c8];
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (F == WeightFormat::BF16) {
+        w[2 * i] = __uint_as_float(u[i] << 16);
+        w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+      } else {
+        const __half2 h = *reinterpret_cast<const __half2*>(&u[i]);
+        const float2 f = __half22float2(h);
+        w[2 * i] = f.x, w[2 * i + 1] = f.y;
+      }
+    }
+  } else {
+    // MLX packs each row's values little-endian, `bits` apiece: eight values are `bits` bytes
+    uint64_t v;
+    if constexpr (F == WeightFormat::Q4) {
+      v = reinterpret_cast<const uint32_t*>(row)[c8];
+    } else if constexpr (F == WeightFormat::Q8) {
+      const uint2 p = reinterpret_cast<const uint2*>(row)[c8];
+      v = p.x | (static_cast<uint64_t>(p.y) << 32);
+    } else {
+      const uint16_t* p = reinterpret_cast<const uint16_t*>(row + 6 * c8);
+      v = p[0] | (static_cast<uint64_t>(p[1]) << 16) | (static_cast<uint64_t>(p[2]) << 32);
+    }
+    constexpr int bits = F == WeightFormat::Q4 ? 4 : F == WeightFormat::Q6 ? 6 : 8;
+    // 32-bit division: a row's columns fit, and 64-bit division is a long call on the GPU
+    const int64_t g = r * (m.cols / m.group_size) + static_cast<int32_t>(c8 * 8) / static_cast<int32_t>(m.group_size);
+    const float scale = load_elem(m.scales, m.scale_dtype, g), bias = load_elem(m.biases, m.scale_dtype, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = scale * static_cast<float>((v >> (bits * i)) & ((1u << bits) - 1u)) + bias;
+  }
+}
+
+// Eight consecutive activations x[8 * c8 ..] as floats.
+__device__ __forceinline__ void load8(const float* x, int64_t c8, float v[8]) {
+  const float4 a = reinterpret_cast<const float4*>(x)[2 * c8], b = reinterpret_cast<const float4*>(x)[2 * c8 + 1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16* x, int64_t c8, float v[8]) {
+  const uint4 p = reinterpret_cast<const uint4*>(x)[c8];
+  const uint32_t u[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(u[i] << 16);
+    v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
+// Calls fn(std::integral_constant<WeightFormat, f>{}).
+template <class Fn>
+void with_format(WeightFormat f, Fn&& fn) {
+  switch (f) {
+    case WeightFormat::F32: return fn(std::integral_constant<WeightFormat, WeightFormat::F32>{});
+    case WeightFormat::F16: return fn(std::integral_constant<WeightFormat, WeightFormat::F16>{});
+    case WeightFormat::BF16: return fn(std::integral_constant<WeightFormat, WeightFormat::BF16>{});
+    case WeightFormat::Q4: return fn(std::integral_constant<WeightFormat, WeightFormat::Q4>{});
+    case WeightFormat::Q6: return fn(std::integral_constant<WeightFormat, WeightFormat::Q6>{});
+    case WeightFormat::Q8: return fn(std::integral_constant<WeightFormat, WeightFormat::Q8>{});
+  }
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

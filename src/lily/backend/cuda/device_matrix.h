@@ -19,4 +19,27 @@ struct DevMatrix {
   ElemType scale_dtype = ElemType::BF16;
 };
 
+// Eight consecutive weights of a row at once, in one load of the stored
+// form: the products' fast path, taken when every row starts on such a load's
+// alignment and the columns are a multiple of 8 (MLX groups are too). The
+// format is a kernel's template argument, so the unpacking is straight-line
+// code (load8 in device_math.cuh).
+enum class WeightFormat { F32, F16, BF16, Q4, Q6, Q8 };
+
+// The eight-at-a-time format of m, or false where its rows do not allow it
+// (then the kernels read weight_at one value at a time).
+inline bool chunked_format(const DevMatrix& m, WeightFormat* f) {
+  if (m.cols % 8 != 0) return false;
+  int64_t chunk = 0;
+  if (m.bits == 0) {
+    *f = m.dtype == ElemType::F32 ? WeightFormat::F32 : m.dtype == ElemType::F16 ? WeightFormat::F16 : WeightFormat::BF16;
+    chunk = 16;  // two float4 loads or one uint4
+  } else {
+    if (m.group_size % 8 != 0 || (m.bits != 4 && m.bits != 6 && m.bits != 8)) return false;
+    *f = m.bits == 4 ? WeightFormat::Q4 : m.bits == 6 ? WeightFormat::Q6 : WeightFormat::Q8;
+    chunk = m.bits == 6 ? 2 : m.bits;  // Q6 reads three 16-bit words
+  }
+  return m.row_bytes % chunk == 0 && reinterpret_cast<uintptr_t>(m.data) % chunk == 0;
+}
+
 }  // namespace lily::cuda

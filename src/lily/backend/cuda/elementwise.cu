@@ -20,6 +20,26 @@ __global__ void rmsnorm_kernel(const A* __restrict__ x, int64_t dim, const float
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = from_f<A>(to_f(xr[i]) * inv * w[i]);
 }
 
+// x += y, then h = rmsnorm(x): the sum rounded to A once, as add stores it,
+// and the norm read from that rounded sum in rmsnorm_kernel's order (the same
+// block size), so the fused step equals the two ops.
+template <class A>
+__global__ void add_rmsnorm_kernel(A* x, const A* __restrict__ y, int64_t dim, const float* __restrict__ w, float eps,
+                                   A* __restrict__ h) {
+  __shared__ float scratch[32];
+  A* xr = x + blockIdx.x * dim;
+  const A* yr = y + blockIdx.x * dim;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const A v = from_f<A>(to_f(xr[i]) + to_f(yr[i]));
+    xr[i] = v;
+    ss += to_f(v) * to_f(v);
+  }
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
+  A* hr = h + blockIdx.x * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) hr[i] = from_f<A>(to_f(xr[i]) * inv * w[i]);
+}
+
 template <class A>
 __global__ void gated_rmsnorm_kernel(const A* __restrict__ x, const A* __restrict__ z, int64_t dim,
                                      const float* __restrict__ w, float eps, A* y) {
@@ -128,35 +148,42 @@ template <class A>
 void rmsnorm(const A* x, int64_t rows, int64_t dim, const float* w, float eps, A* y, cudaStream_t s) {
   if (rows == 0) return;
   rmsnorm_kernel<A><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, dim, w, eps, y);
-  check(cudaGetLastError(), "rmsnorm");
+  launched("rmsnorm");
+}
+
+template <class A>
+void add_rmsnorm(A* x, const A* y, int64_t rows, int64_t dim, const float* w, float eps, A* h, cudaStream_t s) {
+  if (rows == 0) return;
+  add_rmsnorm_kernel<A><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, y, dim, w, eps, h);
+  launched("add_rmsnorm");
 }
 
 template <class A>
 void gated_rmsnorm(const A* x, const A* z, int64_t rows, int64_t dim, const float* w, float eps, A* y, cudaStream_t s) {
   if (rows == 0) return;
   gated_rmsnorm_kernel<A><<<static_cast<unsigned>(rows), 128, 0, s>>>(x, z, dim, w, eps, y);
-  check(cudaGetLastError(), "gated_rmsnorm");
+  launched("gated_rmsnorm");
 }
 
 template <class A>
 void add(A* x, const A* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   add_kernel<A><<<blocks_of(n, 256), 256, 0, s>>>(x, y, n);
-  check(cudaGetLastError(), "add");
+  launched("add");
 }
 
 template <class A>
 void sigmoid_mul(A* x, const A* gate, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   sigmoid_mul_kernel<A><<<blocks_of(n, 256), 256, 0, s>>>(x, gate, n);
-  check(cudaGetLastError(), "sigmoid_mul");
+  launched("sigmoid_mul");
 }
 
 template <class A>
 void split_query_gate(const A* qg, int64_t T, int64_t heads, int64_t hd, A* q, A* gate, cudaStream_t s) {
   if (T == 0) return;
   split_kernel<A><<<static_cast<unsigned>(T * heads), 128, 0, s>>>(qg, heads, hd, q, gate);
-  check(cudaGetLastError(), "split_query_gate");
+  launched("split_query_gate");
 }
 
 template <class A>
@@ -164,7 +191,7 @@ void rope(A* x, int64_t T, int64_t heads, int64_t hd, int64_t rotary, const floa
           cudaStream_t s) {
   if (T == 0 || rotary == 0) return;
   rope_kernel<A><<<static_cast<unsigned>(T), 128, 0, s>>>(x, heads, hd, rotary, inv_freq, positions);
-  check(cudaGetLastError(), "rope");
+  launched("rope");
 }
 
 template <class A>
@@ -172,7 +199,7 @@ void conv_silu(const A* x, int64_t T, int64_t C, const float* w, int64_t K, floa
   if (T == 0) return;
   if (K < 1 || K > 9) throw Error("conv_silu: a kernel of " + std::to_string(K) + " taps (the kernel takes 1 to 9)");
   conv_silu_kernel<A><<<blocks_of(C, 128), 128, 0, s>>>(x, T, C, w, K, state, y);
-  check(cudaGetLastError(), "conv_silu");
+  launched("conv_silu");
 }
 
 template <class A>
@@ -182,12 +209,13 @@ void delta_gates(A* mixed, int64_t T, int64_t C, int64_t key_heads, int64_t dk, 
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   delta_gates_kernel<A><<<static_cast<unsigned>(T * key_heads), 128, 0, s>>>(mixed, C, key_heads, dk, beta, decay,
                                                                              value_heads, neg_exp_a, dt_bias, q_scale);
-  check(cudaGetLastError(), "delta_gates");
+  launched("delta_gates");
 }
 
 #define LILY_ELEMENTWISE(A)                                                                                         \
   template void rmsnorm<A>(const A*, int64_t, int64_t, const float*, float, A*, cudaStream_t);                       \
   template void gated_rmsnorm<A>(const A*, const A*, int64_t, int64_t, const float*, float, A*, cudaStream_t);       \
+  template void add_rmsnorm<A>(A*, const A*, int64_t, int64_t, const float*, float, A*, cudaStream_t);               \
   template void add<A>(A*, const A*, int64_t, cudaStream_t);                                                        \
   template void sigmoid_mul<A>(A*, const A*, int64_t, cudaStream_t);                                                \
   template void split_query_gate<A>(const A*, int64_t, int64_t, int64_t, A*, A*, cudaStream_t);                     \

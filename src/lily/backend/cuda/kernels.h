@@ -19,6 +19,16 @@ using bf16 = __nv_bfloat16;
 // y [T, w.rows] = x [T, w.cols] W^T (Y may differ from X: the router's logits are float)
 template <class X, class Y>
 void matmul(const DevMatrix& w, const X* x, int64_t T, Y* y, cudaStream_t s);
+// Several products of the same x [T, cols]: job i writes y_i [T, w_i.rows],
+// fp32 where y_float, else in X. One launch where the matrices allow it.
+constexpr int kMaxProducts = 4;
+struct ProductJob {
+  DevMatrix w;
+  void* y;
+  bool y_float;
+};
+template <class X>
+void matmul_batch(const ProductJob* jobs, int n, const X* x, int64_t T, cudaStream_t s);
 // out [n, table.cols] = rows ids of the table
 template <class A>
 void embed(const DevMatrix& table, const int32_t* ids, int64_t n, A* out, cudaStream_t s);
@@ -30,6 +40,9 @@ void to_float(const bf16* x, int64_t n, float* y, cudaStream_t s);
 
 template <class A>
 void rmsnorm(const A* x, int64_t rows, int64_t dim, const float* w, float eps, A* y, cudaStream_t s);
+// x += y, then h = rmsnorm(x): equal to add then rmsnorm
+template <class A>
+void add_rmsnorm(A* x, const A* y, int64_t rows, int64_t dim, const float* w, float eps, A* h, cudaStream_t s);
 template <class A>
 void gated_rmsnorm(const A* x, const A* z, int64_t rows, int64_t dim, const float* w, float eps, A* y, cudaStream_t s);
 template <class A>
@@ -56,10 +69,13 @@ void delta_gates(A* mixed, int64_t T, int64_t C, int64_t key_heads, int64_t dk, 
 template <class A>
 void delta_rule(const A* mixed, int64_t C, const float* decay, const float* beta, int64_t T, int64_t key_heads,
                 int64_t value_heads, int64_t dk, int64_t dv, bool tiled, float* state, A* out, cudaStream_t s);
-// One sequence: causal GQA of q [T, heads, hd] at positions p0.. over K, V [p0 + T, kv_heads, hd].
+// One sequence: causal GQA of q [T, heads, hd] at positions p0.. over K, V
+// [p0 + T, kv_heads, hd]. `scratch` holds attention_scratch_floats(...)
+// floats (the spans of a split context; none needed where that is 0).
+size_t attention_scratch_floats(int64_t T, int64_t p0, int64_t heads, int64_t kv_heads, int64_t hd);
 template <class A>
 void attention(const A* q, int64_t T, int64_t p0, const A* K, const A* V, int64_t heads, int64_t kv_heads, int64_t hd,
-               float scale, A* out, cudaStream_t s);
+               float scale, float* scratch, A* out, cudaStream_t s);
 
 // MoE. Each token has `per_token` slots: its top k experts, then the shared
 // expert (index E of the expert tables).
@@ -71,14 +87,16 @@ void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t pe
 template <class A>
 void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t per_token, int64_t slot,
                           float* weights, cudaStream_t s);
-// act [T * per_token, act_stride] = silu(gate_e x) * (up_e x) for each slot's expert e
+// act [T * per_token, act_stride] = silu(gate_e x) * (up_e x) for each slot's expert e.
+// `chunked`: the format every matrix of the tables is read in eight at a time
+// (chunked_format), with H and max_inter multiples of 8; null: value by value.
 template <class A>
 void expert_gate_up(const DevMatrix* gates, const DevMatrix* ups, const int32_t* ids, int64_t T, int64_t per_token,
-                    const A* x, int64_t H, int64_t max_inter, A* act, cudaStream_t s);
+                    const A* x, int64_t H, int64_t max_inter, A* act, const WeightFormat* chunked, cudaStream_t s);
 // y [T, H] = sum over slots of weight * down_e act
 template <class A>
 void expert_down(const DevMatrix* downs, const int32_t* ids, const float* weights, int64_t T, int64_t per_token,
-                 const A* act, int64_t max_inter, int64_t H, A* y, cudaStream_t s);
+                 const A* act, int64_t max_inter, int64_t H, A* y, const WeightFormat* chunked, cudaStream_t s);
 
 // Token choice over logits rows [n, V] of float (see TokenPick in backend.h):
 // `params` [n] and the sparse logit adjustments `adjust` (row r's entries at
@@ -99,5 +117,11 @@ void pick_tokens(const float* logits, int64_t n, int64_t V, const PickParams* pa
 
 // Throws lily::Error naming `what` when the last launch or call failed.
 void check(cudaError_t e, const char* what);
+// After each kernel launch: checks it and counts it (operations_queued).
+void launched(const char* what);
+// Kernel launches and copies queued since the process started.
+uint64_t operations_queued();
+// Counts a copy queued outside a kernel.
+void count_operation();
 
 }  // namespace lily::cuda

@@ -1,6 +1,8 @@
 // Matrix products against weights in their stored form: a warp per output
-// row, taking the tokens four at a time so each weight loaded (and
-// dequantized) meets four inputs.
+// row. Rows whose layout allows it are read eight values per load (see
+// load8) with the tokens taken NT at a time, so each weight loaded and
+// dequantized meets NT inputs, and the products of one input go out as one
+// launch; other rows go value by value, a launch per matrix.
 #include "lily/backend/cuda/device_math.cuh"
 #include "lily/backend/cuda/kernels.h"
 
@@ -33,6 +35,74 @@ __global__ void matmul_kernel(DevMatrix w, const X* __restrict__ x, int64_t T, Y
   }
 }
 
+// The products of one launch: up to kMaxProducts matrices of one format
+// against the same inputs, their rows laid end to end over the grid's warps
+// (a layer's projections of its normed input go out as one launch).
+struct Products {
+  DevMatrix w[kMaxProducts];
+  void* y[kMaxProducts];
+  bool y_float[kMaxProducts];  // the output is fp32 (a wide tensor), else the activation type
+  int64_t first_row[kMaxProducts + 1];
+  int n;
+};
+
+// NT tokens per pass over the row (the last pass may have fewer).
+template <WeightFormat F, int NT, class X>
+__global__ void __launch_bounds__(kWarps * 32) matmul_chunked_kernel(Products p, const X* __restrict__ x, int64_t T) {
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= p.first_row[p.n]) return;
+  int j = 0;
+  while (r >= p.first_row[j + 1]) ++j;
+  r -= p.first_row[j];
+  const DevMatrix& w = p.w[j];
+  const int64_t n8 = w.cols / 8;
+  for (int64_t t0 = 0; t0 < T; t0 += NT) {
+    const int64_t nt = T - t0 < NT ? T - t0 : NT;
+    float acc[NT];
+#pragma unroll
+    for (int k = 0; k < NT; ++k) acc[k] = 0.f;
+#pragma unroll 4
+    for (int64_t c8 = lane; c8 < n8; c8 += 32) {
+      float wv[8];
+      load8<F>(w, r, c8, wv);
+#pragma unroll
+      for (int k = 0; k < NT; ++k)
+        if (k < nt) {
+          float xv[8];
+          load8(x + (t0 + k) * w.cols, c8, xv);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[k] += wv[i] * xv[i];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NT; ++k) {
+      const float v = warp_sum(acc[k]);
+      if (lane == 0 && k < nt) {
+        const int64_t at = (t0 + k) * w.rows + r;
+        if (p.y_float[j])
+          static_cast<float*>(p.y[j])[at] = v;
+        else
+          static_cast<X*>(p.y[j])[at] = from_f<X>(v);
+      }
+    }
+  }
+}
+
+// One launch of the chunked kernel over the products, NT picked by T.
+template <WeightFormat F, class X>
+void launch_chunked(const Products& p, const X* x, int64_t T, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((p.first_row[p.n] + kWarps - 1) / kWarps);
+  if (T == 1)
+    matmul_chunked_kernel<F, 1, X><<<blocks, kWarps * 32, 0, s>>>(p, x, T);
+  else if (T == 2)
+    matmul_chunked_kernel<F, 2, X><<<blocks, kWarps * 32, 0, s>>>(p, x, T);
+  else if (T <= 4)
+    matmul_chunked_kernel<F, 4, X><<<blocks, kWarps * 32, 0, s>>>(p, x, T);
+  else
+    matmul_chunked_kernel<F, 8, X><<<blocks, kWarps * 32, 0, s>>>(p, x, T);
+}
+
 template <class A>
 __global__ void embed_kernel(DevMatrix table, const int32_t* __restrict__ ids, int64_t n, A* __restrict__ out) {
   const int64_t i = blockIdx.x;
@@ -63,41 +133,78 @@ __global__ void to_float_kernel(const bf16* __restrict__ x, int64_t n, float* __
 
 template <class X, class Y>
 void matmul(const DevMatrix& w, const X* x, int64_t T, Y* y, cudaStream_t s) {
-  if (T == 0 || w.rows == 0) return;
-  const unsigned blocks = static_cast<unsigned>((w.rows + kWarps - 1) / kWarps);
-  matmul_kernel<X, Y><<<blocks, kWarps * 32, 0, s>>>(w, x, T, y);
-  check(cudaGetLastError(), "matmul");
+  const ProductJob job{w, y, std::is_same_v<Y, float>};
+  matmul_batch(&job, 1, x, T, s);
+}
+
+template <class X>
+void matmul_batch(const ProductJob* jobs, int n, const X* x, int64_t T, cudaStream_t s) {
+  if (T == 0 || n == 0) return;
+  // one launch where every matrix reads eight values a load in one format; else a launch each
+  WeightFormat f = WeightFormat::F32;
+  bool together = n <= kMaxProducts && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  for (int i = 0; i < n && together; ++i) {
+    WeightFormat fi;
+    together = chunked_format(jobs[i].w, &fi) && jobs[i].w.cols == jobs[0].w.cols && (i == 0 || fi == f);
+    f = fi;
+  }
+  if (together) {
+    Products p{};
+    p.n = n;
+    for (int i = 0; i < n; ++i) {
+      p.w[i] = jobs[i].w;
+      p.y[i] = jobs[i].y;
+      p.y_float[i] = jobs[i].y_float;
+      p.first_row[i + 1] = p.first_row[i] + jobs[i].w.rows;
+    }
+    if (p.first_row[n] == 0) return;
+    with_format(f, [&](auto fmt) { launch_chunked<decltype(fmt)::value, X>(p, x, T, s); });
+    launched("matmul");
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    const DevMatrix& w = jobs[i].w;
+    if (w.rows == 0) continue;
+    const unsigned blocks = static_cast<unsigned>((w.rows + kWarps - 1) / kWarps);
+    if (jobs[i].y_float)
+      matmul_kernel<X, float><<<blocks, kWarps * 32, 0, s>>>(w, x, T, static_cast<float*>(jobs[i].y));
+    else
+      matmul_kernel<X, X><<<blocks, kWarps * 32, 0, s>>>(w, x, T, static_cast<X*>(jobs[i].y));
+    launched("matmul");
+  }
 }
 
 template <class A>
 void embed(const DevMatrix& table, const int32_t* ids, int64_t n, A* out, cudaStream_t s) {
   if (n == 0) return;
   embed_kernel<A><<<static_cast<unsigned>(n), 256, 0, s>>>(table, ids, n, out);
-  check(cudaGetLastError(), "embed");
+  launched("embed");
 }
 
 template <class A>
 void gather_rows(const A* x, int64_t cols, const int64_t* rows, int64_t n, A* out, cudaStream_t s) {
   if (n == 0) return;
   gather_kernel<A><<<static_cast<unsigned>(n), 256, 0, s>>>(x, cols, rows, n, out);
-  check(cudaGetLastError(), "gather_rows");
+  launched("gather_rows");
 }
 
 void to_bf16(const float* x, int64_t n, bf16* y, cudaStream_t s) {
   if (n == 0) return;
   to_bf16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(x, n, y);
-  check(cudaGetLastError(), "to_bf16");
+  launched("to_bf16");
 }
 
 void to_float(const bf16* x, int64_t n, float* y, cudaStream_t s) {
   if (n == 0) return;
   to_float_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(x, n, y);
-  check(cudaGetLastError(), "to_float");
+  launched("to_float");
 }
 
 template void matmul<float, float>(const DevMatrix&, const float*, int64_t, float*, cudaStream_t);
 template void matmul<bf16, bf16>(const DevMatrix&, const bf16*, int64_t, bf16*, cudaStream_t);
 template void matmul<bf16, float>(const DevMatrix&, const bf16*, int64_t, float*, cudaStream_t);
+template void matmul_batch<float>(const ProductJob*, int, const float*, int64_t, cudaStream_t);
+template void matmul_batch<bf16>(const ProductJob*, int, const bf16*, int64_t, cudaStream_t);
 template void embed<float>(const DevMatrix&, const int32_t*, int64_t, float*, cudaStream_t);
 template void embed<bf16>(const DevMatrix&, const int32_t*, int64_t, bf16*, cudaStream_t);
 template void gather_rows<float>(const float*, int64_t, const int64_t*, int64_t, float*, cudaStream_t);

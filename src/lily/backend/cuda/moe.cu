@@ -4,6 +4,7 @@
 // through a table of device matrices.
 #include "lily/backend/cuda/device_math.cuh"
 #include "lily/backend/cuda/kernels.h"
+#include "lily/error.h"
 
 namespace lily::cuda {
 
@@ -11,36 +12,55 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// A thread per token: E is a few hundred, k a handful.
+// A warp per token: each lane holds the logits of experts lane, lane + 32,
+// ...; the softmax's max and sum and each of the k picks are warp
+// reductions. Ties go to the lower index, as on the CPU.
+constexpr int kMaxExpertsPerLane = 16;  // E <= 512
+
 __global__ void route_kernel(const float* __restrict__ logits, int64_t T, int64_t E, int64_t k, int64_t per_token,
                              int32_t* ids, float* weights) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
   if (t >= T) return;
   const float* l = logits + t * E;
+  float v[kMaxExpertsPerLane];
   float mx = -INFINITY;
-  for (int64_t e = 0; e < E; ++e) mx = fmaxf(mx, l[e]);
-  float sum = 0.f;
-  for (int64_t e = 0; e < E; ++e) sum += expf(l[e] - mx);
-  // the k largest probabilities, ties to the lower index (a larger logit is a larger probability)
-  float top = 0.f;
-  for (int64_t j = 0; j < k; ++j) {
-    int32_t best = -1;
-    float bl = -INFINITY;
-    for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int64_t i = 0; i < j; ++i) taken |= ids[t * per_token + i] == e;
-      if (!taken && (best < 0 || l[e] > bl)) {
-        best = static_cast<int32_t>(e);
-        bl = l[e];
-      }
-    }
-    ids[t * per_token + j] = best;
-    const float p = expf(bl - mx) / sum;
-    weights[t * per_token + j] = p;
-    top += p;
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    const int64_t e = lane + 32 * i;
+    v[i] = e < E ? l[e] : -INFINITY;
+    mx = fmaxf(mx, v[i]);
   }
-  for (int64_t j = 0; j < k; ++j) weights[t * per_token + j] /= top;
-  for (int64_t j = k; j < per_token; ++j) ids[t * per_token + j] = static_cast<int32_t>(E);  // the shared expert
+  mx = warp_max(mx);
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i)
+    if (lane + 32 * i < E) sum += expf(v[i] - mx);
+  sum = warp_sum(sum);
+  float top = 0.f, mine = 0.f;  // lane j keeps pick j's probability
+  uint32_t taken = 0;            // bit i: expert lane + 32 i is picked
+  for (int64_t j = 0; j < k; ++j) {
+    // this lane's best untaken expert, then the warp's: the larger logit, or the lower index on a tie
+    float bl = -INFINITY;
+    int32_t best = INT32_MAX;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      const int32_t e = lane + 32 * i;
+      if (e < E && !((taken >> i) & 1u) && (best == INT32_MAX || v[i] > bl)) bl = v[i], best = e;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ol = __shfl_xor_sync(0xffffffffu, bl, o);
+      const int32_t oe = __shfl_xor_sync(0xffffffffu, best, o);
+      if (oe != INT32_MAX && (best == INT32_MAX || ol > bl || (ol == bl && oe < best))) bl = ol, best = oe;
+    }
+    if ((best & 31) == lane) taken |= 1u << (best >> 5);
+    const float p = expf(bl - mx) / sum;
+    if (lane == j) mine = p;
+    top += p;
+    if (lane == 0) ids[t * per_token + j] = best;
+  }
+  if (lane < k) weights[t * per_token + lane] = mine / top;
+  for (int64_t j = k + lane; j < per_token; j += 32) ids[t * per_token + j] = static_cast<int32_t>(E);  // the shared expert
 }
 
 template <class A>
@@ -100,13 +120,74 @@ __global__ void down_kernel(const DevMatrix* __restrict__ downs, const int32_t* 
   if (lane == 0) y[t * H + r] = from_f<A>(total);
 }
 
+// The same two products eight weights per load, every expert of the tables in format F.
+template <WeightFormat F, class A>
+__global__ void __launch_bounds__(kWarps * 32)
+    gate_up_chunked_kernel(const DevMatrix* __restrict__ gates, const DevMatrix* __restrict__ ups,
+                           const int32_t* __restrict__ ids, int64_t slots, int64_t per_token, const A* __restrict__ x,
+                           int64_t H, int64_t max_inter, A* __restrict__ act) {
+  const int64_t slot = blockIdx.x;
+  const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (slot >= slots) return;
+  const int32_t e = ids[slot];
+  const DevMatrix g = gates[e];
+  if (r >= g.rows) return;
+  const DevMatrix u = ups[e];
+  const A* xt = x + (slot / per_token) * H;
+  float a = 0.f, b = 0.f;
+#pragma unroll 4
+  for (int64_t c8 = lane; c8 < H / 8; c8 += 32) {
+    float xv[8], gv[8], uv[8];
+    load8(xt, c8, xv);
+    load8<F>(g, r, c8, gv);
+    load8<F>(u, r, c8, uv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) a += gv[i] * xv[i], b += uv[i] * xv[i];
+  }
+  a = warp_sum(a);
+  b = warp_sum(b);
+  if (lane == 0) act[slot * max_inter + r] = from_f<A>(siluf(a) * b);
+}
+
+template <WeightFormat F, class A>
+__global__ void __launch_bounds__(kWarps * 32)
+    down_chunked_kernel(const DevMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
+                        const float* __restrict__ weights, int64_t per_token, const A* __restrict__ act,
+                        int64_t max_inter, int64_t H, A* __restrict__ y) {
+  const int64_t t = blockIdx.x;
+  const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= H) return;
+  float total = 0.f;
+  for (int64_t j = 0; j < per_token; ++j) {
+    const int64_t slot = t * per_token + j;
+    const DevMatrix d = downs[ids[slot]];
+    const A* a = act + slot * max_inter;
+    float acc = 0.f;
+#pragma unroll 2
+    for (int64_t c8 = lane; c8 < d.cols / 8; c8 += 32) {
+      float av[8], wv[8];
+      load8(a, c8, av);
+      load8<F>(d, r, c8, wv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc += wv[i] * av[i];
+    }
+    total += weights[slot] * warp_sum(acc);
+  }
+  if (lane == 0) y[t * H + r] = from_f<A>(total);
+}
+
 }  // namespace
 
 void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights,
                 cudaStream_t s) {
   if (T == 0) return;
-  route_kernel<<<static_cast<unsigned>((T + 63) / 64), 64, 0, s>>>(logits, T, E, k, per_token, ids, weights);
-  check(cudaGetLastError(), "route_topk");
+  if (E > 32 * kMaxExpertsPerLane || k > 32 || k > E)
+    throw Error("route_topk: " + std::to_string(E) + " experts, top " + std::to_string(k) +
+                " is outside the kernel's limits (512 experts, k <= 32)");
+  route_kernel<<<static_cast<unsigned>((T + 3) / 4), 128, 0, s>>>(logits, T, E, k, per_token, ids, weights);
+  launched("route_topk");
 }
 
 template <class A>
@@ -114,34 +195,46 @@ void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t 
                           float* weights, cudaStream_t s) {
   if (T == 0) return;
   shared_weight_kernel<A><<<static_cast<unsigned>(T), 32, 0, s>>>(gate, x, per_token, slot, weights);
-  check(cudaGetLastError(), "shared_expert_weight");
+  launched("shared_expert_weight");
 }
 
 template <class A>
 void expert_gate_up(const DevMatrix* gates, const DevMatrix* ups, const int32_t* ids, int64_t T, int64_t per_token,
-                    const A* x, int64_t H, int64_t max_inter, A* act, cudaStream_t s) {
+                    const A* x, int64_t H, int64_t max_inter, A* act, const WeightFormat* chunked, cudaStream_t s) {
   if (T == 0) return;
   const int64_t slots = T * per_token;
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>((max_inter + kWarps - 1) / kWarps));
-  gate_up_kernel<A><<<grid, kWarps * 32, 0, s>>>(gates, ups, ids, slots, per_token, x, H, max_inter, act);
-  check(cudaGetLastError(), "expert_gate_up");
+  if (chunked)
+    with_format(*chunked, [&](auto fmt) {
+      gate_up_chunked_kernel<decltype(fmt)::value, A>
+          <<<grid, kWarps * 32, 0, s>>>(gates, ups, ids, slots, per_token, x, H, max_inter, act);
+    });
+  else
+    gate_up_kernel<A><<<grid, kWarps * 32, 0, s>>>(gates, ups, ids, slots, per_token, x, H, max_inter, act);
+  launched("expert_gate_up");
 }
 
 template <class A>
 void expert_down(const DevMatrix* downs, const int32_t* ids, const float* weights, int64_t T, int64_t per_token,
-                 const A* act, int64_t max_inter, int64_t H, A* y, cudaStream_t s) {
+                 const A* act, int64_t max_inter, int64_t H, A* y, const WeightFormat* chunked, cudaStream_t s) {
   if (T == 0) return;
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((H + kWarps - 1) / kWarps));
-  down_kernel<A><<<grid, kWarps * 32, 0, s>>>(downs, ids, weights, per_token, act, max_inter, H, y);
-  check(cudaGetLastError(), "expert_down");
+  if (chunked)
+    with_format(*chunked, [&](auto fmt) {
+      down_chunked_kernel<decltype(fmt)::value, A>
+          <<<grid, kWarps * 32, 0, s>>>(downs, ids, weights, per_token, act, max_inter, H, y);
+    });
+  else
+    down_kernel<A><<<grid, kWarps * 32, 0, s>>>(downs, ids, weights, per_token, act, max_inter, H, y);
+  launched("expert_down");
 }
 
 #define LILY_MOE(A)                                                                                                  \
   template void shared_expert_weight<A>(const DevMatrix&, const A*, int64_t, int64_t, int64_t, float*, cudaStream_t); \
   template void expert_gate_up<A>(const DevMatrix*, const DevMatrix*, const int32_t*, int64_t, int64_t, const A*,     \
-                                  int64_t, int64_t, A*, cudaStream_t);                                               \
+                                  int64_t, int64_t, A*, const WeightFormat*, cudaStream_t);                          \
   template void expert_down<A>(const DevMatrix*, const int32_t*, const float*, int64_t, int64_t, const A*, int64_t,   \
-                               int64_t, A*, cudaStream_t);
+                               int64_t, A*, const WeightFormat*, cudaStream_t);
 LILY_MOE(float)
 LILY_MOE(bf16)
 

@@ -171,7 +171,7 @@ void pick_tokens(const float* logits, int64_t n, int64_t V, const PickParams* pa
                  const int32_t* adjust_start, float* work, int32_t* out, cudaStream_t s) {
   if (n == 0) return;
   pick_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(logits, V, params, adjust, adjust_start, work, out);
-  check(cudaGetLastError(), "pick_tokens");
+  launched("pick_tokens");
 }
 
 }  // namespace lily::cuda
