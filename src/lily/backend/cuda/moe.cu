@@ -74,58 +74,39 @@ __global__ void shared_weight_kernel(DevMatrix g, const A* __restrict__ x, int64
   if (lane == 0) weights[t * per_token + slot] = sigmoidf(acc);
 }
 
-// A warp per (slot, row of the expert's gate and up).
+// Row r of m . v over the warp (every lane gets it): eight weights a load in
+// format F where the tables allow it (Chunked), else value by value.
+struct ValueByValue {};
+template <WeightFormat F>
+struct Chunked {};
+
 template <class A>
-__global__ void gate_up_kernel(const DevMatrix* __restrict__ gates, const DevMatrix* __restrict__ ups,
-                               const int32_t* __restrict__ ids, int64_t slots, int64_t per_token,
-                               const A* __restrict__ x, int64_t H, int64_t max_inter, A* __restrict__ act) {
-  const int64_t slot = blockIdx.x;
-  const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (slot >= slots) return;
-  const int32_t e = ids[slot];
-  const DevMatrix& g = gates[e];
-  if (r >= g.rows) return;
-  const DevMatrix& u = ups[e];
-  const A* xt = x + (slot / per_token) * H;
-  float a = 0.f, b = 0.f;
-  for (int64_t c = lane; c < H; c += 32) {
-    const float xc = to_f(xt[c]);
-    a += weight_at(g, r, c) * xc;
-    b += weight_at(u, r, c) * xc;
-  }
-  a = warp_sum(a);
-  b = warp_sum(b);
-  if (lane == 0) act[slot * max_inter + r] = from_f<A>(siluf(a) * b);
+__device__ __forceinline__ float row_dot(ValueByValue, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
+  float acc = 0.f;
+  for (int64_t c = lane; c < m.cols; c += 32) acc += weight_at(m, r, c) * to_f(v[c]);
+  return warp_sum(acc);
 }
 
-// A warp per (token, output row): the weighted sum over the token's slots.
-template <class A>
-__global__ void down_kernel(const DevMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
-                            const float* __restrict__ weights, int64_t per_token, const A* __restrict__ act,
-                            int64_t max_inter, int64_t H, A* __restrict__ y) {
-  const int64_t t = blockIdx.x;
-  const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (r >= H) return;
-  float total = 0.f;
-  for (int64_t j = 0; j < per_token; ++j) {
-    const int64_t slot = t * per_token + j;
-    const DevMatrix& d = downs[ids[slot]];
-    const A* a = act + slot * max_inter;
-    float acc = 0.f;
-    for (int64_t c = lane; c < d.cols; c += 32) acc += weight_at(d, r, c) * to_f(a[c]);
-    total += weights[slot] * warp_sum(acc);
-  }
-  if (lane == 0) y[t * H + r] = from_f<A>(total);
-}
-
-// The same two products eight weights per load, every expert of the tables in format F.
 template <WeightFormat F, class A>
+__device__ __forceinline__ float row_dot(Chunked<F>, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
+  float acc = 0.f;
+#pragma unroll 4
+  for (int64_t c8 = lane; c8 < m.cols / 8; c8 += 32) {
+    float vv[8], wv[8];
+    load8(v, c8, vv);
+    load8<F>(m, r, c8, wv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc += wv[i] * vv[i];
+  }
+  return warp_sum(acc);
+}
+
+// A warp per (slot, row of the expert's gate and up).
+template <class Read, class A>
 __global__ void __launch_bounds__(kWarps * 32)
-    gate_up_chunked_kernel(const DevMatrix* __restrict__ gates, const DevMatrix* __restrict__ ups,
-                           const int32_t* __restrict__ ids, int64_t slots, int64_t per_token, const A* __restrict__ x,
-                           int64_t H, int64_t max_inter, A* __restrict__ act) {
+    gate_up_kernel(const DevMatrix* __restrict__ gates, const DevMatrix* __restrict__ ups,
+                   const int32_t* __restrict__ ids, int64_t slots, int64_t per_token, const A* __restrict__ x,
+                   int64_t H, int64_t max_inter, A* __restrict__ act) {
   const int64_t slot = blockIdx.x;
   const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -133,28 +114,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int32_t e = ids[slot];
   const DevMatrix g = gates[e];
   if (r >= g.rows) return;
-  const DevMatrix u = ups[e];
   const A* xt = x + (slot / per_token) * H;
-  float a = 0.f, b = 0.f;
-#pragma unroll 4
-  for (int64_t c8 = lane; c8 < H / 8; c8 += 32) {
-    float xv[8], gv[8], uv[8];
-    load8(xt, c8, xv);
-    load8<F>(g, r, c8, gv);
-    load8<F>(u, r, c8, uv);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) a += gv[i] * xv[i], b += uv[i] * xv[i];
-  }
-  a = warp_sum(a);
-  b = warp_sum(b);
+  const float a = row_dot(Read{}, g, r, xt, lane), b = row_dot(Read{}, ups[e], r, xt, lane);
   if (lane == 0) act[slot * max_inter + r] = from_f<A>(siluf(a) * b);
 }
 
-template <WeightFormat F, class A>
+// A warp per (token, output row): the weighted sum over the token's slots.
+template <class Read, class A>
 __global__ void __launch_bounds__(kWarps * 32)
-    down_chunked_kernel(const DevMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
-                        const float* __restrict__ weights, int64_t per_token, const A* __restrict__ act,
-                        int64_t max_inter, int64_t H, A* __restrict__ y) {
+    down_kernel(const DevMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
+                const float* __restrict__ weights, int64_t per_token, const A* __restrict__ act, int64_t max_inter,
+                int64_t H, A* __restrict__ y) {
   const int64_t t = blockIdx.x;
   const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -162,18 +132,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   float total = 0.f;
   for (int64_t j = 0; j < per_token; ++j) {
     const int64_t slot = t * per_token + j;
-    const DevMatrix d = downs[ids[slot]];
-    const A* a = act + slot * max_inter;
-    float acc = 0.f;
-#pragma unroll 2
-    for (int64_t c8 = lane; c8 < d.cols / 8; c8 += 32) {
-      float av[8], wv[8];
-      load8(a, c8, av);
-      load8<F>(d, r, c8, wv);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc += wv[i] * av[i];
-    }
-    total += weights[slot] * warp_sum(acc);
+    total += weights[slot] * row_dot(Read{}, downs[ids[slot]], r, act + slot * max_inter, lane);
   }
   if (lane == 0) y[t * H + r] = from_f<A>(total);
 }
@@ -206,11 +165,11 @@ void expert_gate_up(const DevMatrix* gates, const DevMatrix* ups, const int32_t*
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>((max_inter + kWarps - 1) / kWarps));
   if (chunked)
     with_format(*chunked, [&](auto fmt) {
-      gate_up_chunked_kernel<decltype(fmt)::value, A>
+      gate_up_kernel<Chunked<decltype(fmt)::value>, A>
           <<<grid, kWarps * 32, 0, s>>>(gates, ups, ids, slots, per_token, x, H, max_inter, act);
     });
   else
-    gate_up_kernel<A><<<grid, kWarps * 32, 0, s>>>(gates, ups, ids, slots, per_token, x, H, max_inter, act);
+    gate_up_kernel<ValueByValue, A><<<grid, kWarps * 32, 0, s>>>(gates, ups, ids, slots, per_token, x, H, max_inter, act);
   launched("expert_gate_up");
 }
 
@@ -221,11 +180,11 @@ void expert_down(const DevMatrix* downs, const int32_t* ids, const float* weight
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((H + kWarps - 1) / kWarps));
   if (chunked)
     with_format(*chunked, [&](auto fmt) {
-      down_chunked_kernel<decltype(fmt)::value, A>
+      down_kernel<Chunked<decltype(fmt)::value>, A>
           <<<grid, kWarps * 32, 0, s>>>(downs, ids, weights, per_token, act, max_inter, H, y);
     });
   else
-    down_kernel<A><<<grid, kWarps * 32, 0, s>>>(downs, ids, weights, per_token, act, max_inter, H, y);
+    down_kernel<ValueByValue, A><<<grid, kWarps * 32, 0, s>>>(downs, ids, weights, per_token, act, max_inter, H, y);
   launched("expert_down");
 }
 
