@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU measurements in one call on a machine with an NVIDIA GPU, for
+# docs/PERFORMANCE.md: builds `lily` and the tests with the CUDA backend,
+# runs the GPU conformance tests (a figure of a wrong kernel is no figure),
+# then `lily bench --device cuda` on `lily synth` checkpoints of the real
+# shapes: 4 layers in MLX 4-bit and bf16 (contexts 256 and 4,096), and the
+# full 40 layers in MLX 4-bit (context 256) while the time limit allows.
+#   scripts/gpu-bench.sh [BUILD_DIR]     (LILY_CUDA_ARCH: default 90; LILY_GPU_BENCH_BUDGET_S: 380)
+# Without the PCRE2 and utf8proc headers it builds against .gpu-deps/root
+# (scripts/gpu-deps.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-cuda}
+budget=${LILY_GPU_BENCH_BUDGET_S:-380}
+deps=$PWD/.gpu-deps/root
+if [ -d "$deps" ]; then
+  multi=$deps/usr/lib/x86_64-linux-gnu
+  export PKG_CONFIG_PATH=$multi/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
+  export LD_LIBRARY_PATH=$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  command -v pkg-config >/dev/null || export PATH=$deps/usr/bin:$PATH
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${LILY_CUDA_ARCH:-90}" \
+  -DLILY_BUILD_BENCHMARKS=OFF >/dev/null || exit 1
+cmake --build "$build" -j"$(nproc)" --target lily lily_tests -- --quiet || exit 1
+echo "built at ${SECONDS} s"
+lily=$build/bin/lily
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(for f in mlx4 bf16; do "$lily" synth --out "$work/s4-$f" --layers 4 --format "$f" >/dev/null; done) &
+"$build/bin/lily_tests" --gtest_filter='*Conformance*cuda*:*WholeModel*cuda*' --gtest_color=no 2>&1 |
+  grep -vE '^\[ RUN|^\[       OK' | tail -40
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "the GPU conformance tests failed: no benchmark"; exit 1; }
+wait
+echo "tested at ${SECONDS} s"
+for f in mlx4 bf16; do
+  echo "== 4 layers, $f"
+  "$lily" bench --model "$work/s4-$f" --device cuda --contexts 256,4096 --decode-steps 64 2>&1 |
+    grep -E '^[|]|bandwidth|decode step'
+  rm -rf "$work/s4-$f"
+done
+if [ "$SECONDS" -lt "$budget" ]; then
+  echo "== 40 layers, mlx4"
+  "$lily" synth --out "$work/s40" --layers 40 --format mlx4 >/dev/null &&
+    "$lily" bench --model "$work/s40" --device cuda --contexts 256 --decode-steps 64 2>&1 |
+    grep -E '^[|]|bandwidth|decode step'
+fi
+echo "done at ${SECONDS} s"
