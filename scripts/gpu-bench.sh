@@ -12,13 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-cuda}
 budget=${LILY_GPU_BENCH_BUDGET_S:-380}
-deps=$PWD/.gpu-deps/root
-if [ -d "$deps" ]; then
-  multi=$deps/usr/lib/x86_64-linux-gnu
-  export PKG_CONFIG_PATH=$multi/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
-  export LD_LIBRARY_PATH=$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  command -v pkg-config >/dev/null || export PATH=$deps/usr/bin:$PATH
-fi
+source scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${LILY_CUDA_ARCH:-90}" \
   -DLILY_BUILD_BENCHMARKS=OFF >/dev/null || exit 1

@@ -11,13 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-cuda}
 jobs=$(nproc)
-deps=$PWD/.gpu-deps/root
-if [ -d "$deps" ]; then
-  multi=$deps/usr/lib/x86_64-linux-gnu
-  export PKG_CONFIG_PATH=$multi/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
-  export LD_LIBRARY_PATH=$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  command -v pkg-config >/dev/null || export PATH=$deps/usr/bin:$PATH
-fi
+source scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 
 summary=()

@@ -69,7 +69,10 @@ __host__ __device__ inline int64_t span_for(int64_t P) {
   while ((P + span) / span > kMaxSpans) span *= 2;
   return span;
 }
-__host__ __device__ inline int64_t spans_for(int64_t P) { return (P + span_for(P)) / span_for(P); }
+__host__ __device__ inline int64_t spans_for(int64_t P) {
+  const int64_t span = span_for(P);
+  return (P + span) / span;
+}
 
 // Where span sp of (t, kvh) keeps its group's unnormalised outputs, maxima and sums.
 __device__ __forceinline__ float* span_slot(float* partial, int64_t t, int64_t kvh, int64_t sp, int64_t kv_heads,
@@ -85,7 +88,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
                            float* __restrict__ partial, A* __restrict__ out) {
   __shared__ float sm_acc[kSplitWarps][kMaxGroup][32 * D], sm_m[kSplitWarps][kMaxGroup], sm_l[kSplitWarps][kMaxGroup];
   const int64_t tl = blockIdx.x, t = t0 + tl, kvh = blockIdx.y, sp = blockIdx.z, group = heads / kv_heads;
-  const int64_t P = p0 + t, span = span_for(P), spans = spans_for(P);  // positions 0..P are visible
+  const int64_t P = p0 + t, span = span_for(P), spans = (P + span) / span;  // positions 0..P are visible
   if (sp >= spans) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t begin = sp * span, end = min(begin + span, P + 1);
