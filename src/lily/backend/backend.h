@@ -134,6 +134,10 @@ class Backend {
   // which the memory plan checks against its budget instead.
   virtual size_t memory_free() const { return 0; }
   virtual DeviceActivity activity() const { return {}; }
+  // Brackets the work a device profiler attached to the process looks at
+  // (Nsight Compute started with --profile-from-start off): lily bench
+  // brackets its timed decode steps. Nothing for a backend on the host.
+  virtual void profile(bool /*on*/) {}
 
   // Weights in this backend's memory (the CPU returns the view it was given).
   // Each call makes its own copy: whoever binds a set of views that share

@@ -61,6 +61,7 @@ BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps,
     for (int k = 0; k < 4; ++k) h = (h ^ ((static_cast<uint32_t>(id) >> (8 * k)) & 0xff)) * 1099511628211ull;
   };
   mix(tok);
+  fwd.backend().profile(true);
   for (int64_t i = 0; i < decode_steps; ++i) {
     const DeviceActivity a0 = fwd.backend().activity();
     const auto s0 = clock_type::now();
@@ -72,6 +73,7 @@ BenchResult run_bench(const Model& model, int64_t context, int64_t decode_steps,
     r.step_host_seconds.push_back(wall - (a1.wait_seconds - a0.wait_seconds));
     mix(tok);
   }
+  fwd.backend().profile(false);
   r.decode_seconds = std::chrono::duration<double>(clock_type::now() - t1).count();
   r.token_digest = h;
   return r;

@@ -1,5 +1,6 @@
 #include "lily/backend/cuda/cuda_backend.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -281,6 +282,9 @@ class CudaBackend : public Backend {
   DeviceActivity activity() const override {
     return {operations_queued(), waited_ns_.load(std::memory_order_relaxed) / 1e9};
   }
+  void profile(bool on) override {
+    check(on ? cudaProfilerStart() : cudaProfilerStop(), "profiler bracket");
+  }
   size_t memory_free() const override {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -394,8 +398,10 @@ class CudaBackend : public Backend {
       f32 = buffer(t.rows, t.cols, DType::F32);
       to_float(ptr<bf16>(t), t.numel(), static_cast<float*>(f32.data), stream_);
     }
-    check(copy_async(out.data(), f32.data, f32.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
+    // the wait comes first: a copy into pageable memory would wait for the
+    // stream itself, and that time would count as the host's, not as waiting
     wait("to_host");
+    check(copy_async(out.data(), f32.data, f32.bytes(), cudaMemcpyDeviceToHost, stream_), "to_host");
     return out;
   }
 
@@ -601,8 +607,8 @@ class CudaBackend : public Backend {
                       static_cast<const PickAdjust*>(d_adjust.data), static_cast<const int32_t*>(d_start.data),
                       static_cast<float*>(work.data), static_cast<int32_t*>(ids.data), stream_);
     std::vector<int32_t> out(static_cast<size_t>(n));
+    wait("pick_tokens");  // first, as in to_host
     check(copy_async(out.data(), ids.data, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_), "pick_tokens");
-    wait("pick_tokens");
     return out;
   }
 
