@@ -27,16 +27,20 @@ trap 'rm -rf "$work"' EXIT
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "the GPU conformance tests failed: no benchmark"; exit 1; }
 wait
 echo "tested at ${SECONDS} s"
+# each model with decode steps replayed from their recording, then queued op by op
+bench() {
+  for graphs in "" --no-step-graphs; do
+    echo "-- lily bench $* $graphs"
+    "$lily" bench "$@" --device cuda --decode-steps 64 $graphs 2>&1 | grep -E '^[|]|bandwidth|decode step'
+  done
+}
 for f in mlx4 bf16; do
   echo "== 4 layers, $f"
-  "$lily" bench --model "$work/s4-$f" --device cuda --contexts 256,4096 --decode-steps 64 2>&1 |
-    grep -E '^[|]|bandwidth|decode step'
+  bench --model "$work/s4-$f" --contexts 256,4096
   rm -rf "$work/s4-$f"
 done
 if [ "$SECONDS" -lt "$budget" ]; then
   echo "== 40 layers, mlx4"
-  "$lily" synth --out "$work/s40" --layers 40 --format mlx4 >/dev/null &&
-    "$lily" bench --model "$work/s40" --device cuda --contexts 256 --decode-steps 64 2>&1 |
-    grep -E '^[|]|bandwidth|decode step'
+  "$lily" synth --out "$work/s40" --layers 40 --format mlx4 >/dev/null && bench --model "$work/s40" --contexts 256
 fi
 echo "done at ${SECONDS} s"

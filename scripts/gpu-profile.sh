@@ -4,6 +4,8 @@
 # cuda` (the steps it brackets for a profiler), with its duration and the
 # DRAM bytes it read, summed by kernel. The sum of the durations against the
 # step's wall time shows what is kernels and what is gaps between them.
+# Caches and clocks are left as they are in a run (no flush before each
+# kernel), so small kernels are timed as the step meets them.
 #   scripts/gpu-profile.sh [BUILD_DIR]    (LILY_PROFILE_LAYERS: "4 40"; LILY_PROFILE_FORMAT: mlx4)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,7 @@ for layers in ${LILY_PROFILE_LAYERS:-4 40}; do
   echo "== $layers layers, $format: lily bench (no profiler)"
   "$lily" bench --model "$model" --device cuda --contexts 256 --decode-steps 64 2>&1 | grep -E '^[|]|decode step'
   echo "== $layers layers, $format: $steps decode steps under Nsight Compute"
-  "$ncu" --profile-from-start off --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+  "$ncu" --profile-from-start off --cache-control none --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum \
     "$lily" bench --model "$model" --device cuda --child 256 --decode-steps "$steps" >"$work/ncu.csv" 2>"$work/ncu.err" ||
     { tail -5 "$work/ncu.err"; continue; }
   python3 - "$work/ncu.csv" "$steps" <<'PY'
@@ -38,8 +40,10 @@ head, units, data = rows[0], rows[1], rows[2:]
 col = {h: i for i, h in enumerate(head)}
 def scale(name):  # to microseconds / bytes
     u = units[col[name]]
-    return {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(u, 1)
+    return {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1, "us": 1, "msecond": 1e3, "ms": 1e3, "byte": 1, "Kbyte": 1e3,
+            "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}.get(u, 1)
 st, sb = scale("gpu__time_duration.sum"), scale("dram__bytes_read.sum")
+print("ncu units:", units[col["gpu__time_duration.sum"]], units[col["dram__bytes_read.sum"]])
 steps = int(sys.argv[2])
 agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
 for r in data:

@@ -568,6 +568,56 @@ TEST_P(WholeModel, BatchedEqualsAloneAndAResumedPrefixEqualsAFreshPrompt) {
   }
 }
 
+// A decode step replayed from its recording (Backend::decode_step) gives
+// the logits that queueing each operation gives, bit for bit: over a cache
+// growth (which moves the caches, so the step is recorded anew) and for a
+// batch as for one sequence. The replays are checked to happen: a replayed
+// step queues a few operations, a queued one dozens.
+TEST_P(WholeModel, ReplayedDecodeStepsEqualQueuedOnes) {
+  if (candidate().device != Device::Cuda) GTEST_SKIP() << "only the GPU records steps";
+  BackendOptions o;
+  o.float_activations = !candidate().bf16;
+  o.step_graphs = false;
+  auto model = Model::load(test::model_dir(fixture()));
+  Qwen35MoeForward fr(*model, dut_), fq(*model, make_backend(Device::Cuda, o));
+  const test::Reference ref = prompts();
+  const std::vector<int32_t> prompt(ref.prompts.back().tokens.begin(), ref.prompts.back().tokens.begin() + 6);
+  auto argmax = [](const std::vector<float>& l) {
+    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  SequenceState sr = fr.new_state(), sq = fq.new_state();
+  ASSERT_EQ(fr.forward(prompt, sr, LogitsFor::LastPosition), fq.forward(prompt, sq, LogitsFor::LastPosition));
+  int32_t tok = prompt.back();
+  uint64_t replayed_ops = 0, queued_ops = 0;
+  for (int step = 0; step < 300; ++step) {  // past 256 positions: the caches grow once
+    const uint64_t r0 = fr.backend().activity().operations;
+    const auto lr = fr.forward(std::span<const int32_t>(&tok, 1), sr, LogitsFor::LastPosition);
+    const uint64_t r1 = fr.backend().activity().operations, q1 = fq.backend().activity().operations;
+    const auto lq = fq.forward(std::span<const int32_t>(&tok, 1), sq, LogitsFor::LastPosition);
+    ASSERT_EQ(lr, lq) << "decode step " << step;
+    if (step == 100) replayed_ops = r1 - r0, queued_ops = fq.backend().activity().operations - q1;
+    tok = argmax(lq);
+  }
+  EXPECT_LT(4 * replayed_ops, queued_ops) << "the steps were not replayed";
+  // two sequences decoding together, replayed and queued
+  std::vector<SequenceState> rs, qs;
+  for (int i = 0; i < 2; ++i) {
+    rs.push_back(fr.new_state());
+    qs.push_back(fq.new_state());
+    const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 3 + i);
+    fr.forward(p, rs.back(), LogitsFor::LastPosition);
+    fq.forward(p, qs.back(), LogitsFor::LastPosition);
+  }
+  std::vector<SequenceState*> rp = {&rs[0], &rs[1]}, qp = {&qs[0], &qs[1]};
+  std::vector<int32_t> next = {prompt[4], prompt[5]};
+  const int64_t V = model->config().vocab_size;
+  for (int step = 0; step < 20; ++step) {
+    const auto lr = fr.decode_batch(next, rp), lq = fq.decode_batch(next, qp);
+    ASSERT_EQ(lr, lq) << "batched decode step " << step;
+    for (int i = 0; i < 2; ++i) next[i] = argmax(std::vector<float>(lq.begin() + i * V, lq.begin() + (i + 1) * V));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(candidates()),
                          [](const auto& info) { return info.param.name; });
 

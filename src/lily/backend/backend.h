@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -211,6 +212,20 @@ class Backend {
   // The next token of each row of `logits` [n, vocab] (picks.size() == n),
   // chosen where the logits are, so only the ids cross to the host.
   virtual std::vector<int32_t> pick_tokens(const Tensor& logits, std::span<const TokenPick> picks) = 0;
+
+  // The device work of one decode step: `queue` queues the step's operations
+  // for the tokens `ids` (one per row) at the positions `seqs` give, and
+  // returns its logits. A backend may record that work the first time a step
+  // of the same shape comes twice (the same program, the same states, the
+  // same rows) and replay the recording afterwards with only the ids and
+  // positions changed, bit for bit what queueing gives. The logits are then
+  // the recording's own memory: valid until the next step of that shape.
+  // Nothing that `queue` does outside the backend runs on a replay.
+  virtual Tensor decode_step(std::span<const int32_t> ids, std::span<const SeqSlice> seqs, const void* program,
+                             const std::function<Tensor()>& queue) {
+    (void)ids, (void)seqs, (void)program;
+    return queue();
+  }
 
   // Every moe() call records its routing to `log`, or takes it from it; null turns that off.
   void set_route_log(RouteLog* log) { route_log_ = log; }

@@ -21,7 +21,7 @@ bool device_available(Device device, std::string* why) {
 std::shared_ptr<Backend> make_backend(Device device, const BackendOptions& o) {
   if (device == Device::Cpu) return std::make_shared<cpu::CpuBackend>(cpu::make_cpu_context(o.cpu));
 #ifdef LILY_HAVE_CUDA
-  return cuda::make_backend(0, o.float_activations ? DType::F32 : DType::BF16);
+  return cuda::make_backend(0, o.float_activations ? DType::F32 : DType::BF16, o.step_graphs);
 #else
   std::string why;
   device_available(device, &why);

@@ -15,6 +15,8 @@ struct BackendOptions {
   cpu::CpuOptions cpu;  // the CPU backend's ISA level, threads and int8 choice
   // The GPU keeps activations in bf16 (fp32 accumulation); true keeps them in fp32.
   bool float_activations = false;
+  // The GPU records a decode step met twice as a CUDA graph and replays it; false queues every operation.
+  bool step_graphs = true;
 };
 
 std::shared_ptr<Backend> make_backend(Device device, const BackendOptions& options = {});

@@ -13,13 +13,14 @@ namespace lily::cli {
 
 struct DeviceFlag {
   std::string name = "cpu";
+  bool no_step_graphs = false;  // --no-step-graphs
 
   void add_to(CLI::App* app);
   Device device() const;
   // The backend; a clear error where the device is missing. The CPU backend
   // runs under `cpu`'s choices (the defaults when null).
   std::shared_ptr<Backend> backend(const CpuFlags* cpu = nullptr) const;
-  std::string as_args() const { return " --device " + name; }
+  std::string as_args() const { return " --device " + name + (no_step_graphs ? " --no-step-graphs" : ""); }
 };
 
 }  // namespace lily::cli

@@ -143,13 +143,22 @@ std::vector<float> Qwen35MoeForward::run(std::span<const int32_t> tokens, std::s
 
 Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
                                     LogitsFor which) {
+  std::vector<SeqSlice> seqs;
+  for (const Segment& s : segs) seqs.push_back({&s.state->storage(), s.row, s.rows, s.state->position()});
+  auto queue = [&] { return queue_logits(tokens, seqs, mode, which); };
+  // a decode step may be replayed from a recording (Backend::decode_step)
+  Tensor logits = mode == ForwardMode::Decode ? backend_->decode_step(tokens, seqs, this, queue) : queue();
+  for (const Segment& s : segs) s.state->advance(s.rows);
+  return logits;
+}
+
+Tensor Qwen35MoeForward::queue_logits(std::span<const int32_t> tokens, std::span<const SeqSlice> seqs, ForwardMode mode,
+                                      LogitsFor which) {
   Backend& B = *backend_;
   const ModelWeights& w = weights_;
   const int64_t T = static_cast<int64_t>(tokens.size()), H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const RowKind kind = kind_of(mode);
-  std::vector<SeqSlice> seqs;
-  for (const Segment& s : segs) seqs.push_back({&s.state->storage(), s.row, s.rows, s.state->position()});
 
   Tensor x = B.embed(w.embed, tokens), h = B.tensor(T, H), out = B.tensor(T, H);
   // each residual add is fused with the norm that reads its sum
@@ -167,7 +176,6 @@ Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<c
     else
       B.add(x, out);
   }
-  for (const Segment& s : segs) s.state->advance(s.rows);
 
   // The rows that get logits. Single rows go through the head as decode
   // tokens do, so a prompt's last logits do not depend on the call's shape.
@@ -177,7 +185,7 @@ Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<c
   else if (which == LogitsFor::LastPosition)
     picked.push_back(T - 1);
   else
-    for (const Segment& s : segs) picked.push_back(s.row + s.rows - 1);
+    for (const SeqSlice& s : seqs) picked.push_back(s.row + s.rows - 1);
   const int64_t rows = static_cast<int64_t>(picked.size());
   Tensor last = B.gather(x, picked), normed = B.tensor(rows, H), logits = B.tensor(rows, cfg_.vocab_size);
   B.rmsnorm(last, w.final_norm, eps, normed);

@@ -71,6 +71,9 @@ class Qwen35MoeForward {
   std::vector<float> run(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
                          LogitsFor which);
   Tensor run_logits(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode, LogitsFor which);
+  // The backend work of run_logits, the states' positions left as they are.
+  Tensor queue_logits(std::span<const int32_t> tokens, std::span<const SeqSlice> seqs, ForwardMode mode,
+                      LogitsFor which);
   void check_tokens(std::span<const int32_t> tokens) const;
   void gated_delta_net(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);
   void attention(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);

@@ -25,13 +25,18 @@ void check(cudaError_t e, const char* what) {
 
 namespace {
 std::atomic<uint64_t> queued{0};
+// Whether this thread is recording a step (CudaBackend::decode_step): a
+// recorded launch is not queued, its replay is one operation.
+thread_local bool recording_here = false;
 }  // namespace
 
 void launched(const char* what) {
   check(cudaGetLastError(), what);
-  queued.fetch_add(1, std::memory_order_relaxed);
+  count_operation();
 }
-void count_operation() { queued.fetch_add(1, std::memory_order_relaxed); }
+void count_operation() {
+  if (!recording_here) queued.fetch_add(1, std::memory_order_relaxed);
+}
 uint64_t operations_queued() { return queued.load(std::memory_order_relaxed); }
 
 namespace {
@@ -46,9 +51,11 @@ namespace {
 
 // Device memory in blocks reused by size: activations come and go every
 // layer, and cudaMalloc is far too slow for that.
+// A recorded step has a pool of its own (an arena): its blocks are baked
+// into the recording, so they never go back to be freed or reused outside it.
 class Pool {
  public:
-  explicit Pool(int device) : device_(device) {}
+  explicit Pool(int device, bool arena = false) : device_(device), arena_(arena) {}
   ~Pool() {
     for (auto& [size, p] : free_) cudaFree(p);
   }
@@ -74,7 +81,7 @@ class Pool {
     void* p = nullptr;
     if (bytes == 0) bytes = 1;
     cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaErrorMemoryAllocation) {
+    if (e == cudaErrorMemoryAllocation && !arena_) {
       cudaGetLastError();
       {
         // give back the pooled blocks and try once more
@@ -102,6 +109,7 @@ class Pool {
     return r;
   }
   int device_;
+  bool arena_;
   std::mutex mu_;
   std::multimap<size_t, void*> free_;
 };
@@ -141,6 +149,8 @@ struct KvBuffer {
   size_t used = 0, capacity = 0;  // elements of the activation type
 };
 
+std::atomic<uint64_t> next_state_serial{1};
+
 class CudaState : public StateStorage {
  public:
   struct Layer {
@@ -150,7 +160,7 @@ class CudaState : public StateStorage {
   };
   // `elem`: bytes of an activation (the KV cache holds activations; the GDN state is fp32).
   CudaState(std::shared_ptr<Pool> pool, const StateLayout& l, size_t elem, cudaStream_t s)
-      : pool_(std::move(pool)), stream_(s), elem_(elem) {
+      : pool_(std::move(pool)), stream_(s), elem_(elem), kv_row_(static_cast<size_t>(l.kv_heads * l.head_dim)) {
     layers_.resize(l.delta_layer.size());
     for (size_t i = 0; i < layers_.size(); ++i)
       if (l.delta_layer[i]) {
@@ -163,7 +173,7 @@ class CudaState : public StateStorage {
     reset();
   }
   std::unique_ptr<StateStorage> clone() const override {
-    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, stream_));
+    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, kv_row_, stream_));
     c->layers_.resize(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& a = layers_[i];
@@ -193,23 +203,50 @@ class CudaState : public StateStorage {
     return n;
   }
   Layer& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
-  // Appends n activations from device memory to a cache, growing it by doubling.
-  void append(KvBuffer& b, const void* src, size_t n) {
-    if (b.used + n > b.capacity) {
-      size_t cap = b.capacity ? b.capacity : 4096;
-      while (cap < b.used + n) cap *= 2;
-      auto mem = device_block(pool_, cap * elem_);
-      if (b.used) check(copy_async(mem.get(), b.mem.get(), b.used * elem_, cudaMemcpyDeviceToDevice, stream_), "KV grow");
-      b.mem = std::move(mem);
-      b.capacity = cap;
+  // Never the same for two states, even where one takes the other's address.
+  uint64_t serial() const { return serial_; }
+  // Counts the moves of the caches (each growth): a recording that holds
+  // their addresses is valid while this is unchanged.
+  uint64_t generation() const { return generation_; }
+  // Room in every KV cache for positions 0..rows-1, by doubling from at
+  // least kMinRows; the cached rows move with a growth. false where a
+  // growth was needed and `may_move` forbade it.
+  static constexpr size_t kMinRows = 256;
+  bool reserve(int64_t rows, bool may_move = true) {
+    const size_t need = static_cast<size_t>(rows) * kv_row_;
+    for (Layer& l : layers_) {
+      if (l.recurrent) continue;
+      for (KvBuffer* b : {&l.keys, &l.values}) {
+        if (need <= b->capacity) continue;
+        if (!may_move) return false;
+        size_t cap = std::max(b->capacity, kMinRows * kv_row_);
+        while (cap < need) cap *= 2;
+        auto mem = device_block(pool_, cap * elem_);
+        if (b->used)
+          check(copy_async(mem.get(), b->mem.get(), b->used * elem_, cudaMemcpyDeviceToDevice, stream_), "KV grow");
+        b->mem = std::move(mem);
+        b->capacity = cap;
+        ++generation_;
+      }
     }
-    check(copy_async(static_cast<uint8_t*>(b.mem.get()) + b.used * elem_, src, n * elem_, cudaMemcpyDeviceToDevice,
-                          stream_), "KV append");
-    b.used += n;
+    return true;
+  }
+  // The caches hold positions 0..rows-1 now.
+  void set_length(int64_t rows) {
+    for (Layer& l : layers_)
+      if (!l.recurrent) l.keys.used = l.values.used = static_cast<size_t>(rows) * kv_row_;
+  }
+  // Positions the caches have room for (the most an int64 holds where there are none).
+  int64_t capacity_rows() const {
+    int64_t rows = INT64_MAX;
+    for (const Layer& l : layers_)
+      if (!l.recurrent) rows = std::min(rows, static_cast<int64_t>(std::min(l.keys.capacity, l.values.capacity) / kv_row_));
+    return rows;
   }
 
  private:
-  CudaState(std::shared_ptr<Pool> pool, size_t elem, cudaStream_t s) : pool_(std::move(pool)), stream_(s), elem_(elem) {}
+  CudaState(std::shared_ptr<Pool> pool, size_t elem, size_t kv_row, cudaStream_t s)
+      : pool_(std::move(pool)), stream_(s), elem_(elem), kv_row_(kv_row) {}
   std::shared_ptr<void> copy(const void* src, size_t bytes) const {
     auto mem = device_block(pool_, bytes);
     check(copy_async(mem.get(), src, bytes, cudaMemcpyDeviceToDevice, stream_), "state copy");
@@ -218,6 +255,9 @@ class CudaState : public StateStorage {
   std::shared_ptr<Pool> pool_;
   cudaStream_t stream_;
   size_t elem_;
+  size_t kv_row_;  // elements of one position's keys (or values)
+  uint64_t serial_ = next_state_serial.fetch_add(1);
+  uint64_t generation_ = 0;
   std::vector<Layer> layers_;
 };
 
@@ -260,13 +300,39 @@ class Staging {
 
 CudaState& state_of(const SeqSlice& s) { return static_cast<CudaState&>(*s.state); }
 
+// A decode step recorded as a CUDA graph (CudaBackend::decode_step). Every
+// address the recording holds stays put while it lives: its activations
+// come from its own arena, the states' caches are checked unmoved (their
+// generation is part of the key), and what changes from step to step, the
+// ids and positions, is read from `inputs`, written before each replay.
+struct StepGraph {
+  std::vector<uint64_t> key;  // the program, the row count, then per sequence: serial, generation, rows
+  std::shared_ptr<Pool> arena;
+  Tensor inputs;  // positions [n] (int64), then ids [n] (int32)
+  int64_t rows = 0;
+  int64_t last_position = 0;  // the largest position the recording serves (sizes its attention)
+  Tensor out;                 // the logits
+  std::vector<std::shared_ptr<void>> constants;  // data staged while recording (CudaBackend::staged)
+  cudaGraphExec_t exec = nullptr;
+  uint64_t used = 0;  // when it last ran, for eviction
+
+  int64_t* positions() const { return static_cast<int64_t*>(inputs.data); }
+  int32_t* ids() const { return reinterpret_cast<int32_t*>(positions() + rows); }
+  size_t input_bytes() const { return static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int32_t)); }
+  ~StepGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
 class CudaBackend : public Backend {
  public:
-  CudaBackend(int ordinal, DType activations) : device_(ordinal), act_(activations) {
+  CudaBackend(int ordinal, DType activations, bool step_graphs)
+      : device_(ordinal), act_(activations), step_graphs_(step_graphs) {
     if (act_ != DType::F32 && act_ != DType::BF16)
       throw Error(std::string("the CUDA backend keeps activations in F32 or BF16, not ") + std::string(dtype_name(act_)));
     check(cudaSetDevice(ordinal), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
     staging_ = std::make_unique<Staging>();
     pool_ = std::make_shared<Pool>(ordinal);
     cudaDeviceProp p{};
@@ -275,6 +341,8 @@ class CudaBackend : public Backend {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    graphs_.clear();
+    cudaStreamDestroy(side_);
     cudaStreamDestroy(stream_);
   }
 
@@ -363,8 +431,8 @@ class CudaBackend : public Backend {
     t.rows = rows;
     t.cols = cols;
     const size_t bytes = t.bytes();
-    void* p = pool_->take(bytes);
-    std::shared_ptr<Pool> pool = pool_;
+    std::shared_ptr<Pool> pool = recording_ ? recording_->arena : pool_;
+    void* p = pool->take(bytes);
     t.data = p;
     t.owner = std::shared_ptr<void>(p, [pool, bytes](void* q) { pool->give(q, bytes); });
     return t;
@@ -407,10 +475,18 @@ class CudaBackend : public Backend {
 
   Tensor embed(const Matrix& table, std::span<const int32_t> ids) override {
     Tensor x = tensor(static_cast<int64_t>(ids.size()), table.cols);
-    auto d_ids = staged(ids.data(), ids.size_bytes());
+    Tensor d_ids;
+    const int32_t* id_ptr;
+    if (recording_) {  // what the replays write
+      if (static_cast<int64_t>(ids.size()) != recording_->rows) throw Error("embed: not the recorded step's rows");
+      id_ptr = recording_->ids();
+    } else {
+      d_ids = staged(ids.data(), ids.size_bytes());
+      id_ptr = static_cast<const int32_t*>(d_ids.data);
+    }
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
-      cuda::embed(dev(table), static_cast<const int32_t*>(d_ids.data), x.rows, ptr<A>(x), stream_);
+      cuda::embed(dev(table), id_ptr, x.rows, ptr<A>(x), stream_);
     });
     return x;
   }
@@ -473,17 +549,20 @@ class CudaBackend : public Backend {
   void moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind) override {
     const int64_t T = x.rows, H = x.cols, E = w.router->rows, per = k + 1;
     const ExpertTables& tab = tables(w);
-    // the router's logits, ids and weights stay fp32 whatever the activations
-    Tensor logits = buffer(T, E, DType::F32);
+    // the router's logits, ids and weights stay fp32 whatever the activations;
+    // the shared expert's gate is a one-row product of the same input, read
+    // in the router's launch
+    Tensor logits = buffer(T, E, DType::F32), shared_logit = buffer(T, 1, DType::F32);
     Tensor ids = buffer(T, per, DType::I32), weights = buffer(T, per, DType::F32);
     auto* d_ids = static_cast<int32_t*>(ids.data);
     auto* d_w = static_cast<float*>(weights.data);
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
-      cuda::matmul(dev(*w.router), ptr<A>(x), T, static_cast<float*>(logits.data), stream_);
-      route_topk(static_cast<const float*>(logits.data), T, E, k, per, d_ids, d_w, stream_);
+      const ProductJob router[] = {{dev(*w.router), logits.data, true}, {dev(*w.shared_expert_gate), shared_logit.data, true}};
+      cuda::matmul_batch(router, 2, ptr<A>(x), T, stream_);
+      route_topk(static_cast<const float*>(logits.data), static_cast<const float*>(shared_logit.data), T, E, k, per, d_ids,
+                 d_w, stream_);
       if (route_log_) replay_or_record(d_ids, d_w, T, k, per);
-      shared_expert_weight(dev(*w.shared_expert_gate), ptr<A>(x), T, per, k, d_w, stream_);
       Tensor acts = tensor(T * per, tab.max_inter);
       const WeightFormat* chunked = tab.chunked && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 ? &tab.format : nullptr;
       expert_gate_up(tab.gate, tab.up, d_ids, T, per, ptr<A>(x), H, tab.max_inter, ptr<A>(acts), chunked, stream_);
@@ -541,33 +620,36 @@ class CudaBackend : public Backend {
   }
 
   void rope(Tensor& x, int64_t heads, std::span<const SeqSlice> seqs, const AttentionShape& s) override {
-    std::vector<int64_t> pos(static_cast<size_t>(x.rows));
-    for (const SeqSlice& q : seqs)
-      for (int64_t t = 0; t < q.rows; ++t) pos[static_cast<size_t>(q.row + t)] = q.position + t;
-    auto d_pos = staged(pos.data(), pos.size() * sizeof(int64_t));
+    const int64_t* pos = row_positions(seqs, x.rows);
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
-      cuda::rope(ptr<A>(x), x.rows, heads, s.head_dim, s.rotary_dim, inv_freq(s),
-                 static_cast<const int64_t*>(d_pos.data), stream_);
+      cuda::rope(ptr<A>(x), x.rows, heads, s.head_dim, s.rotary_dim, inv_freq(s), pos, stream_);
     });
   }
 
   void attention(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionShape& s, Tensor& out) override {
     const int64_t nh = s.heads, nkv = s.kv_heads, hd = s.head_dim;
+    const int64_t* pos = row_positions(seqs, q.rows);
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
       for (const SeqSlice& sq : seqs) {
         CudaState& st = state_of(sq);
+        // a recording's caches were made big enough before it began (decode_step)
+        if (!st.reserve(sq.position + sq.rows, !recording_)) throw Error("a KV cache would move inside a recorded step");
+        st.set_length(sq.position + sq.rows);
         CudaState::Layer& L = st.layer(layer);
-        const size_t n = static_cast<size_t>(sq.rows * nkv * hd);
-        st.append(L.keys, ptr<A>(k) + sq.row * nkv * hd, n);
-        st.append(L.values, ptr<A>(v) + sq.row * nkv * hd, n);
-        const size_t scratch_n = attention_scratch_floats(sq.rows, sq.position, nh, nkv, hd);
+        auto* K = static_cast<A*>(L.keys.mem.get());
+        auto* V = static_cast<A*>(L.values.mem.get());
+        kv_append(K, V, ptr<A>(k) + sq.row * nkv * hd, ptr<A>(v) + sq.row * nkv * hd, sq.rows, nkv * hd, pos + sq.row,
+                  stream_);
+        // a recording serves every position it has room for
+        const int64_t p_last = recording_ ? recording_->last_position : sq.position + sq.rows - 1;
+        const size_t scratch_n = attention_scratch_floats(sq.rows, p_last, nh, nkv, hd);
         Tensor scratch = scratch_n ? buffer(1, static_cast<int64_t>(scratch_n), DType::F32) : Tensor{};
-        cuda::attention(ptr<A>(q) + sq.row * nh * hd, sq.rows, sq.position, static_cast<const A*>(L.keys.mem.get()),
-                        static_cast<const A*>(L.values.mem.get()), nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
-                        static_cast<float*>(scratch.data), ptr<A>(out) + sq.row * nh * hd, stream_);
+        cuda::attention(ptr<A>(q) + sq.row * nh * hd, sq.rows, pos + sq.row, p_last, K, V, nh, nkv, hd,
+                        1.0f / std::sqrt(static_cast<float>(hd)), static_cast<float*>(scratch.data),
+                        ptr<A>(out) + sq.row * nh * hd, stream_);
       }
     });
   }
@@ -577,6 +659,44 @@ class CudaBackend : public Backend {
       using A = typename decltype(tag)::type;
       cuda::sigmoid_mul(ptr<A>(x), ptr<A>(gate), x.numel(), stream_);
     });
+  }
+
+  // A step of a shape seen the step before is recorded as a CUDA graph and
+  // replayed from then on: the host then queues one copy of the ids and
+  // positions and one launch instead of every kernel of the step.
+  Tensor decode_step(std::span<const int32_t> ids, std::span<const SeqSlice> seqs, const void* program,
+                     const std::function<Tensor()>& queue) override {
+    if (!step_graphs_ || route_log_ || recording_) return queue();
+    const int64_t n = static_cast<int64_t>(ids.size());
+    // room for this step in every cache: a growth moves them, which the key shows
+    for (const SeqSlice& q : seqs) state_of(q).reserve(q.position + q.rows);
+    std::vector<uint64_t> key = {reinterpret_cast<uintptr_t>(program), static_cast<uint64_t>(n)};
+    for (const SeqSlice& q : seqs) {
+      const CudaState& st = state_of(q);
+      key.insert(key.end(), {st.serial(), st.generation(), static_cast<uint64_t>(q.row), static_cast<uint64_t>(q.rows)});
+    }
+    StepGraph* g = nullptr;
+    for (const auto& x : graphs_)
+      if (x->key == key) g = x.get();
+    if (!g) {
+      const bool again = key == last_key_;
+      last_key_ = key;
+      if (!again) return queue();  // a shape met once is not worth the recording
+      g = record(std::move(key), n, seqs, queue);
+    }
+    std::vector<uint8_t> in(g->input_bytes());
+    auto* pos = reinterpret_cast<int64_t*>(in.data());
+    auto* id = reinterpret_cast<int32_t*>(pos + n);
+    std::copy(ids.begin(), ids.end(), id);
+    for (const SeqSlice& q : seqs)
+      for (int64_t t = 0; t < q.rows; ++t) pos[q.row + t] = q.position + t;
+    if (!staging_->copy(g->inputs.data, in.data(), in.size(), stream_))
+      throw Error("a recorded step's inputs do not fit a staging slot");
+    check(cudaGraphLaunch(g->exec, stream_), "replaying a recorded decode step");
+    count_operation();
+    g->used = ++graph_clock_;
+    for (const SeqSlice& q : seqs) state_of(q).set_length(q.position + q.rows);
+    return g->out;
   }
 
   std::vector<int32_t> pick_tokens(const Tensor& logits, std::span<const TokenPick> picks) override {
@@ -627,6 +747,7 @@ class CudaBackend : public Backend {
 
   // Blocks until the stream's work is done, the time counted as waiting.
   void wait(const char* what) {
+    if (recording_) throw Error(std::string("the host cannot wait for the device inside a recorded step: ") + what);
     const auto t0 = std::chrono::steady_clock::now();
     check(cudaStreamSynchronize(stream_), what);
     waited_ns_.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -662,7 +783,24 @@ class CudaBackend : public Backend {
   // Small host data copied to the device for one launch (ids, positions),
   // through pinned memory so the host does not wait for the copy.
   Tensor staged(const void* host, size_t bytes) {
-    Tensor t = buffer(1, static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)), DType::F32);
+    const int64_t words = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+    if (recording_) {
+      // Data every replay reads as it is now, copied once on the side into a
+      // block of its own: a pooled block may have served an earlier node of
+      // the recording, which would overwrite it on every replay.
+      auto mem = device_block(recording_->arena, std::max<size_t>(bytes, 1));
+      recording_->constants.push_back(mem);
+      check(cudaMemcpyAsync(mem.get(), host, bytes, cudaMemcpyHostToDevice, side_), "staging a recorded step");
+      check(cudaStreamSynchronize(side_), "staging a recorded step");
+      Tensor t;
+      t.device = Device::Cuda;
+      t.rows = 1;
+      t.cols = words;
+      t.data = mem.get();
+      t.owner = mem;
+      return t;
+    }
+    Tensor t = buffer(1, words, DType::F32);
     if (bytes && !staging_->copy(t.data, host, bytes, stream_)) {
       check(copy_async(t.data, host, bytes, cudaMemcpyHostToDevice, stream_), "staging");
       wait("staging");  // the host buffer may go once this returns
@@ -733,10 +871,82 @@ class CudaBackend : public Backend {
     wait("route");
   }
 
+  // Records queue()'s work on the stream as a graph for `key`, keeping at
+  // most kGraphs recordings (the least recently run goes first).
+  static constexpr size_t kGraphs = 4;
+  StepGraph* record(std::vector<uint64_t> key, int64_t n, std::span<const SeqSlice> seqs,
+                    const std::function<Tensor()>& queue) {
+    auto g = std::make_unique<StepGraph>();
+    g->key = std::move(key);
+    g->rows = n;
+    g->arena = std::make_shared<Pool>(device_, true);
+    for (const SeqSlice& q : seqs) g->last_position = std::max(g->last_position, state_of(q).capacity_rows() - 1);
+    g->last_position = std::min<int64_t>(g->last_position, int64_t{1} << 40);  // no attention layer: no bound needed
+    recording_ = g.get();
+    g->inputs = buffer(1, static_cast<int64_t>((g->input_bytes() + 3) / 4), DType::F32);
+    recording_here = true;
+    cudaGraph_t graph = nullptr;
+    auto stop = [&] {
+      recording_ = nullptr;
+      recording_here = false;
+    };
+    try {
+      check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "recording a decode step");
+      try {
+        g->out = queue();
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      check(cudaStreamEndCapture(stream_, &graph), "recording a decode step");
+    } catch (...) {
+      stop();
+      throw;
+    }
+    stop();
+    const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(e, "instantiating a recorded decode step");
+    if (graphs_.size() >= kGraphs) {
+      auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) { return a->used < b->used; });
+      wait("retiring a recorded step");  // it may still run
+      graphs_.erase(oldest);
+    }
+    graphs_.push_back(std::move(g));
+    return graphs_.back().get();
+  }
+
+  // The absolute position of each of a call's rows, in device memory: the
+  // recording's inputs inside a recorded step, else staged once and reused
+  // by the calls that follow with the same positions (every rope and
+  // attention of a step).
+  const int64_t* row_positions(std::span<const SeqSlice> seqs, int64_t rows) {
+    if (recording_) {
+      if (rows != recording_->rows) throw Error("positions: not the recorded step's rows");
+      return recording_->positions();
+    }
+    std::vector<int64_t> pos(static_cast<size_t>(rows));
+    for (const SeqSlice& q : seqs)
+      for (int64_t t = 0; t < q.rows; ++t) pos[static_cast<size_t>(q.row + t)] = q.position + t;
+    if (pos != positions_host_ || !positions_dev_.data) {
+      positions_dev_ = staged(pos.data(), pos.size() * sizeof(int64_t));
+      positions_host_ = std::move(pos);
+    }
+    return static_cast<const int64_t*>(positions_dev_.data);
+  }
+
   int device_;
   DType act_;
+  bool step_graphs_;
   std::string name_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr, side_ = nullptr;  // side: copies made while a step is recorded
+  StepGraph* recording_ = nullptr;
+  std::vector<std::unique_ptr<StepGraph>> graphs_;
+  std::vector<uint64_t> last_key_;  // the last step's shape
+  uint64_t graph_clock_ = 0;
+  std::vector<int64_t> positions_host_;
+  Tensor positions_dev_;
   std::unique_ptr<Staging> staging_;
   std::atomic<uint64_t> waited_ns_{0};  // made once the device is current: its events belong to it
   std::shared_ptr<Pool> pool_;
@@ -758,10 +968,10 @@ bool device_present(std::string* why) {
   return true;
 }
 
-std::shared_ptr<Backend> make_backend(int ordinal, DType activations) {
+std::shared_ptr<Backend> make_backend(int ordinal, DType activations, bool step_graphs) {
   std::string why;
   if (!device_present(&why)) throw Error("no CUDA GPU to run on (" + why + ")");
-  return std::make_shared<CudaBackend>(ordinal, activations);
+  return std::make_shared<CudaBackend>(ordinal, activations, step_graphs);
 }
 
 }  // namespace lily::cuda

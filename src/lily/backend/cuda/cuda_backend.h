@@ -14,8 +14,9 @@
 namespace lily::cuda {
 
 // The backend on GPU `ordinal` keeping activations in `activations` (BF16 or
-// F32); throws lily::Error when there is no GPU.
-std::shared_ptr<Backend> make_backend(int ordinal = 0, DType activations = DType::BF16);
+// F32), replaying recorded decode steps where `step_graphs` (see
+// Backend::decode_step); throws lily::Error when there is no GPU.
+std::shared_ptr<Backend> make_backend(int ordinal = 0, DType activations = DType::BF16, bool step_graphs = true);
 
 // Whether a CUDA GPU is there; `why` says why not.
 bool device_present(std::string* why = nullptr);

@@ -69,24 +69,26 @@ void delta_gates(A* mixed, int64_t T, int64_t C, int64_t key_heads, int64_t dk, 
 template <class A>
 void delta_rule(const A* mixed, int64_t C, const float* decay, const float* beta, int64_t T, int64_t key_heads,
                 int64_t value_heads, int64_t dk, int64_t dv, bool tiled, float* state, A* out, cudaStream_t s);
-// One sequence: causal GQA of q [T, heads, hd] at positions p0.. over K, V
-// [p0 + T, kv_heads, hd]. `scratch` holds attention_scratch_floats(...)
-// floats (the spans of a split context; none needed where that is 0).
-size_t attention_scratch_floats(int64_t T, int64_t p0, int64_t heads, int64_t kv_heads, int64_t hd);
+// One sequence: causal GQA of q [T, heads, hd], row t at position
+// positions[t] (device memory) attending to rows 0..positions[t] of K, V
+// [.., kv_heads, hd]. No position exceeds p_last, which sizes the launch.
+// `scratch` holds attention_scratch_floats(T, p_last, ...) floats (the spans
+// of a split context; none needed where that is 0).
+size_t attention_scratch_floats(int64_t T, int64_t p_last, int64_t heads, int64_t kv_heads, int64_t hd);
 template <class A>
-void attention(const A* q, int64_t T, int64_t p0, const A* K, const A* V, int64_t heads, int64_t kv_heads, int64_t hd,
-               float scale, float* scratch, A* out, cudaStream_t s);
+void attention(const A* q, int64_t T, const int64_t* positions, int64_t p_last, const A* K, const A* V, int64_t heads,
+               int64_t kv_heads, int64_t hd, float scale, float* scratch, A* out, cudaStream_t s);
+// Rows of k and v [T, row] to rows positions[t] (device memory) of the caches K and V.
+template <class A>
+void kv_append(A* K, A* V, const A* k, const A* v, int64_t T, int64_t row, const int64_t* positions, cudaStream_t s);
 
 // MoE. Each token has `per_token` slots: its top k experts, then the shared
 // expert (index E of the expert tables).
 // ids/weights [T, per_token]: softmax over E logits, top k (ties to the lower
-// index), weights renormalised over the k; slot k is the shared expert.
-void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights,
-                cudaStream_t s);
-// weights[t, slot] = sigmoid(gate . x[t])
-template <class A>
-void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t per_token, int64_t slot,
-                          float* weights, cudaStream_t s);
+// index), weights renormalised over the k; slot k is the shared expert, its
+// weight sigmoid(shared_logit[t]).
+void route_topk(const float* logits, const float* shared_logit, int64_t T, int64_t E, int64_t k, int64_t per_token,
+                int32_t* ids, float* weights, cudaStream_t s);
 // act [T * per_token, act_stride] = silu(gate_e x) * (up_e x) for each slot's expert e.
 // `chunked`: the format every matrix of the tables is read in eight at a time
 // (chunked_format), with H and max_inter multiples of 8; null: value by value.
