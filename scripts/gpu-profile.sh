@@ -6,7 +6,8 @@
 # step's wall time shows what is kernels and what is gaps between them.
 # Caches and clocks are left as they are in a run (no flush before each
 # kernel), so small kernels are timed as the step meets them.
-#   scripts/gpu-profile.sh [BUILD_DIR]    (LILY_PROFILE_LAYERS: "4 40"; LILY_PROFILE_FORMAT: mlx4)
+#   scripts/gpu-profile.sh [BUILD_DIR]    (LILY_PROFILE_LAYERS: "4 40"; LILY_PROFILE_FORMAT: mlx4;
+#                                         LILY_PROFILE_MODEL: a checkpoint to profile instead of synthesizing)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-cuda}
@@ -22,12 +23,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 format=${LILY_PROFILE_FORMAT:-mlx4}
 steps=4
-for layers in ${LILY_PROFILE_LAYERS:-4 40}; do
-  model=$work/s$layers
-  "$lily" synth --out "$model" --layers "$layers" --format "$format" >/dev/null || exit 1
-  echo "== $layers layers, $format: lily bench (no profiler)"
+if [ -n "${LILY_PROFILE_MODEL:-}" ]; then targets=(given); else targets=(${LILY_PROFILE_LAYERS:-4 40}); fi
+for layers in "${targets[@]}"; do
+  if [ "$layers" = given ]; then
+    model=$LILY_PROFILE_MODEL
+  else
+    model=$work/s$layers
+    "$lily" synth --out "$model" --layers "$layers" --format "$format" >/dev/null || exit 1
+  fi
+  echo "== $model: lily bench (no profiler)"
   "$lily" bench --model "$model" --device cuda --contexts 256 --decode-steps 64 2>&1 | grep -E '^[|]|decode step'
-  echo "== $layers layers, $format: $steps decode steps under Nsight Compute"
+  echo "== $model: $steps decode steps under Nsight Compute"
   "$ncu" --profile-from-start off --cache-control none --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum \
     "$lily" bench --model "$model" --device cuda --child 256 --decode-steps "$steps" >"$work/ncu.csv" 2>"$work/ncu.err" ||
     { tail -5 "$work/ncu.err"; continue; }
@@ -58,6 +64,6 @@ print(f"{'kernel':70s} {'n/step':>7s} {'us/step':>9s} {'share':>6s} {'MB/step':>
 for name, (n, us, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print(f"{name[:70]:70s} {n / steps:7.1f} {us / steps:9.1f} {100 * us / total:5.1f}% {b / steps / 1e6:9.2f} {b / us / 1e3 if us else 0:7.0f}")
 PY
-  rm -rf "$model"
+  [ -n "${LILY_PROFILE_MODEL:-}" ] || rm -rf "$model"
 done
 echo "done at ${SECONDS} s"

@@ -68,6 +68,7 @@ Command add_bench_command(CLI::App& app) {
             const cpu::CpuContext cpu_context = cpu::make_cpu_context(o->cpu.options());  // what the children run
             const int threads = cpu_context.threads().size();
             set_residency(Residency::Mapped);  // this process only reads the sizes
+            set_read_ahead(false);
             std::vector<int64_t> contexts;
             for (int32_t c : parse_token_list(o->contexts)) {
               if (c <= 0) throw Error("--contexts: lengths must be positive");

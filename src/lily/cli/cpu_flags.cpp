@@ -15,6 +15,9 @@ void CpuFlags::add_to(CLI::App* app) {
   app->add_flag("--no-mmap", no_mmap,
                 "read the weights into memory of their own (huge pages) instead of mapping the files: "
                 "slower to load, faster to decode");
+  app->add_flag("--no-read-ahead", no_read_ahead,
+                "do not read a mapped model that fits in memory ahead in the background (its pages are then read "
+                "from disk as the first answers touch them)");
   app->add_option("--threads", threads, "CPU worker threads (default: all hardware threads)")
       ->check(CLI::PositiveNumber);
   app->add_option("--cpu-isa", isa,
@@ -39,6 +42,7 @@ cpu::CpuOptions CpuFlags::options() const {
 void CpuFlags::apply() const {
   (void)options();  // the flags' own errors before anything loads
   set_residency(no_mmap ? Residency::Owned : Residency::Mapped);
+  set_read_ahead(!no_read_ahead);
 }
 
 std::string CpuFlags::as_args() const {
@@ -46,6 +50,7 @@ std::string CpuFlags::as_args() const {
   if (int8_activations) a += " --int8-activations";
   if (float_activations) a += " --float-activations";
   if (no_mmap) a += " --no-mmap";
+  if (no_read_ahead) a += " --no-read-ahead";
   if (threads > 0) a += " --threads " + std::to_string(threads);
   if (!isa.empty()) a += " --cpu-isa " + isa;
   return a;

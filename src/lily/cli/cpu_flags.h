@@ -20,6 +20,7 @@ struct CpuFlags {
   bool int8_activations = false;   // --int8-activations: insist (an error without a kernel)
   bool float_activations = false;  // --float-activations
   bool no_mmap = false;            // --no-mmap
+  bool no_read_ahead = false;      // --no-read-ahead
   int threads = 0;                 // --threads (0: every hardware thread)
   std::string isa;                 // --cpu-isa (empty: LILY_CPU_ISA, else the best the CPU has)
 

@@ -63,6 +63,7 @@ class GgufFile {
   const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const std::string& path() const { return file_->path(); }
+  MappedFile& mapping() const { return *file_; }
   const GgufValue* find(const std::string& key) const;
 
  private:

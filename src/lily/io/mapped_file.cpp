@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -41,6 +42,54 @@ std::unique_ptr<HugePageBuffer> read_owned(int fd, const std::string& path, size
 
 void set_residency(Residency r) { g_residency = r; }
 Residency residency() { return g_residency; }
+
+namespace {
+std::atomic<bool> g_read_ahead{true};
+
+// Bytes of memory available to take now: MemAvailable where /proc says it
+// (free memory plus what the page cache would give back), else half the RAM.
+size_t memory_available() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    std::fclose(f);
+    if (kb > 0) return static_cast<size_t>(kb) * 1024;
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2 : 0;
+}
+}  // namespace
+
+void set_read_ahead(bool on) { g_read_ahead = on; }
+
+bool read_ahead_if_it_fits(std::span<MappedFile* const> files) {
+  if (!g_read_ahead) return false;
+  size_t total = 0;
+  for (const MappedFile* f : files) total += f->size();
+  if (total > memory_available() / 4 * 3) return false;
+  for (MappedFile* f : files) f->read_ahead();
+  return true;
+}
+
+void MappedFile::read_ahead() {
+  if (owned_ || !data_ || reader_.joinable()) return;
+  reader_ = std::jthread([this](std::stop_token stop) {
+    constexpr size_t kChunk = size_t{16} << 20;  // the most a close waits for
+    for (size_t off = 0; off < size_ && !stop.stop_requested(); off += kChunk) {
+      const size_t n = std::min(kChunk, size_ - off);
+      auto* p = const_cast<uint8_t*>(data_) + off;
+#ifdef MADV_POPULATE_READ
+      if (::madvise(p, n, MADV_POPULATE_READ) == 0) continue;  // reads and maps the pages in one call
+#endif
+      const long page = ::sysconf(_SC_PAGESIZE);
+      volatile uint8_t sink = 0;
+      for (size_t q = 0; q < n; q += static_cast<size_t>(page > 0 ? page : 4096)) sink = sink + p[q];
+    }
+    if (!stop.stop_requested()) ahead_done_ = true;
+  });
+}
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO in place of a checkpoint must not wait for a writer (it is refused below).
@@ -86,6 +135,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 }
 
 MappedFile::~MappedFile() {
+  if (reader_.joinable()) {  // before the mapping goes
+    reader_.request_stop();
+    reader_.join();
+  }
   if (data_ != nullptr && !owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

@@ -40,6 +40,7 @@ class SafetensorsFile {
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return file_->path(); }
+  MappedFile& mapping() const { return *file_; }
 
  private:
   std::unique_ptr<MappedFile> file_;

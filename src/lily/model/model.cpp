@@ -26,11 +26,17 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     m->gguf_ = GgufModel::open(dir);
     m->config_ = gguf_config(*m->gguf_);
     m->weights_ = bind_gguf_weights(*m->gguf_, m->config_, &m->report_);
+    std::vector<MappedFile*> files;
+    for (const auto& f : m->gguf_->files()) files.push_back(&f->mapping());
+    read_ahead_if_it_fits(files);  // checked and bound: now the pages, in the background
     return m;
   }
   m->config_ = ModelConfig::load(dir);
   m->archive_ = SafetensorsArchive::open_dir(dir);
   m->weights_ = bind_weights(*m->archive_, m->config_, &m->report_);
+  std::vector<MappedFile*> files;
+  for (const auto& f : m->archive_->files()) files.push_back(&f->mapping());
+  read_ahead_if_it_fits(files);
   return m;
 }
 
