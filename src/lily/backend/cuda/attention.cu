@@ -67,11 +67,10 @@ constexpr int kSplitWarps = 4, kMaxGroup = 8;
 constexpr int64_t kMaxSpans = 512;       // spans of one query
 constexpr int64_t kBlocksPerLaunch = 4096;  // bounds a launch's scratch
 
-// The span length of the query at position P: 16 positions (4 a warp),
-// doubled until the query has at most kMaxSpans of them. Short spans keep
-// a decode step's short context spread over many blocks.
+// The span length of the query at position P: 64 positions (16 a warp),
+// doubled until the query has at most kMaxSpans of them.
 __host__ __device__ inline int64_t span_for(int64_t P) {
-  int64_t span = 16;
+  int64_t span = 64;
   while ((P + span) / span > kMaxSpans) span *= 2;
   return span;
 }

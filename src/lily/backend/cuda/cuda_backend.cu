@@ -549,20 +549,17 @@ class CudaBackend : public Backend {
   void moe(const Tensor& x, const ExpertWeights& w, int64_t k, Tensor& y, RowKind) override {
     const int64_t T = x.rows, H = x.cols, E = w.router->rows, per = k + 1;
     const ExpertTables& tab = tables(w);
-    // the router's logits, ids and weights stay fp32 whatever the activations;
-    // the shared expert's gate is a one-row product of the same input, read
-    // in the router's launch
-    Tensor logits = buffer(T, E, DType::F32), shared_logit = buffer(T, 1, DType::F32);
+    // the router's logits, ids and weights stay fp32 whatever the activations
+    Tensor logits = buffer(T, E, DType::F32);
     Tensor ids = buffer(T, per, DType::I32), weights = buffer(T, per, DType::F32);
     auto* d_ids = static_cast<int32_t*>(ids.data);
     auto* d_w = static_cast<float*>(weights.data);
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
-      const ProductJob router[] = {{dev(*w.router), logits.data, true}, {dev(*w.shared_expert_gate), shared_logit.data, true}};
-      cuda::matmul_batch(router, 2, ptr<A>(x), T, stream_);
-      route_topk(static_cast<const float*>(logits.data), static_cast<const float*>(shared_logit.data), T, E, k, per, d_ids,
-                 d_w, stream_);
+      cuda::matmul(dev(*w.router), ptr<A>(x), T, static_cast<float*>(logits.data), stream_);
+      route_topk(static_cast<const float*>(logits.data), T, E, k, per, d_ids, d_w, stream_);
       if (route_log_) replay_or_record(d_ids, d_w, T, k, per);
+      shared_expert_weight(dev(*w.shared_expert_gate), ptr<A>(x), T, per, k, d_w, stream_);
       Tensor acts = tensor(T * per, tab.max_inter);
       const WeightFormat* chunked = tab.chunked && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 ? &tab.format : nullptr;
       expert_gate_up(tab.gate, tab.up, d_ids, T, per, ptr<A>(x), H, tab.max_inter, ptr<A>(acts), chunked, stream_);

@@ -77,27 +77,6 @@ __device__ __forceinline__ void load8(const DevMatrix& m, int64_t r, int64_t c8,
   }
 }
 
-// Values a load of format F reads: 32 for Q4W, else 8.
-template <WeightFormat F>
-inline constexpr int kChunkValues = F == WeightFormat::Q4W ? 32 : 8;
-
-// W[r, kChunkValues<F> * c ..] into w: one load of the stored form.
-template <WeightFormat F>
-__device__ __forceinline__ void load_chunk(const DevMatrix& m, int64_t r, int64_t c, float* w) {
-  if constexpr (F == WeightFormat::Q4W) {
-    const uint4 v = reinterpret_cast<const uint4*>(m.data + r * m.row_bytes)[c];
-    const int64_t g = r * (m.cols / m.group_size) + static_cast<int32_t>(c * 32) / static_cast<int32_t>(m.group_size);
-    const float scale = load_elem(m.scales, m.scale_dtype, g), bias = load_elem(m.biases, m.scale_dtype, g);
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) w[8 * k + i] = scale * static_cast<float>((u[k] >> (4 * i)) & 15u) + bias;
-  } else {
-    load8<F>(m, r, c, w);
-  }
-}
-
 // Eight consecutive activations x[8 * c8 ..] as floats.
 __device__ __forceinline__ void load8(const float* x, int64_t c8, float v[8]) {
   const float4 a = reinterpret_cast<const float4*>(x)[2 * c8], b = reinterpret_cast<const float4*>(x)[2 * c8 + 1];
@@ -123,7 +102,6 @@ void with_format(WeightFormat f, Fn&& fn) {
     case WeightFormat::Q4: return fn(std::integral_constant<WeightFormat, WeightFormat::Q4>{});
     case WeightFormat::Q6: return fn(std::integral_constant<WeightFormat, WeightFormat::Q6>{});
     case WeightFormat::Q8: return fn(std::integral_constant<WeightFormat, WeightFormat::Q8>{});
-    case WeightFormat::Q4W: return fn(std::integral_constant<WeightFormat, WeightFormat::Q4W>{});
   }
 }
 

@@ -24,9 +24,7 @@ struct DevMatrix {
 // alignment and the columns are a multiple of 8 (MLX groups are too). The
 // format is a kernel's template argument, so the unpacking is straight-line
 // code (load8 in device_math.cuh).
-// Q4W is MLX 4-bit read 32 values a load (16 bytes, one group's scale and
-// bias): where the groups and rows allow it, a quarter of Q4's loads.
-enum class WeightFormat { F32, F16, BF16, Q4, Q6, Q8, Q4W };
+enum class WeightFormat { F32, F16, BF16, Q4, Q6, Q8 };
 
 // The eight-at-a-time format of m, or false where its rows do not allow it
 // (then the kernels read weight_at one value at a time).
@@ -40,11 +38,6 @@ inline bool chunked_format(const DevMatrix& m, WeightFormat* f) {
     if (m.group_size % 8 != 0 || (m.bits != 4 && m.bits != 6 && m.bits != 8)) return false;
     *f = m.bits == 4 ? WeightFormat::Q4 : m.bits == 6 ? WeightFormat::Q6 : WeightFormat::Q8;
     chunk = m.bits == 6 ? 2 : m.bits;  // Q6 reads three 16-bit words
-    if (m.bits == 4 && m.group_size % 32 == 0 && m.row_bytes % 16 == 0 &&
-        reinterpret_cast<uintptr_t>(m.data) % 16 == 0) {
-      *f = WeightFormat::Q4W;
-      return true;
-    }
   }
   return m.row_bytes % chunk == 0 && reinterpret_cast<uintptr_t>(m.data) % chunk == 0;
 }

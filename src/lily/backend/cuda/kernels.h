@@ -85,10 +85,13 @@ void kv_append(A* K, A* V, const A* k, const A* v, int64_t T, int64_t row, const
 // MoE. Each token has `per_token` slots: its top k experts, then the shared
 // expert (index E of the expert tables).
 // ids/weights [T, per_token]: softmax over E logits, top k (ties to the lower
-// index), weights renormalised over the k; slot k is the shared expert, its
-// weight sigmoid(shared_logit[t]).
-void route_topk(const float* logits, const float* shared_logit, int64_t T, int64_t E, int64_t k, int64_t per_token,
-                int32_t* ids, float* weights, cudaStream_t s);
+// index), weights renormalised over the k; slot k is the shared expert.
+void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights,
+                cudaStream_t s);
+// weights[t, slot] = sigmoid(gate . x[t])
+template <class A>
+void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t per_token, int64_t slot,
+                          float* weights, cudaStream_t s);
 // act [T * per_token, act_stride] = silu(gate_e x) * (up_e x) for each slot's expert e.
 // `chunked`: the format every matrix of the tables is read in eight at a time
 // (chunked_format), with H and max_inter multiples of 8; null: value by value.

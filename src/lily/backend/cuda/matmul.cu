@@ -56,27 +56,23 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_chunked_kernel(Products p,
   while (r >= p.first_row[j + 1]) ++j;
   r -= p.first_row[j];
   const DevMatrix& w = p.w[j];
-  constexpr int K = kChunkValues<F>;
-  const int64_t chunks = w.cols / K;
+  const int64_t n8 = w.cols / 8;
   for (int64_t t0 = 0; t0 < T; t0 += NT) {
     const int64_t nt = T - t0 < NT ? T - t0 : NT;
     float acc[NT];
 #pragma unroll
     for (int k = 0; k < NT; ++k) acc[k] = 0.f;
-#pragma unroll(K == 8 ? 4 : 2)
-    for (int64_t c = lane; c < chunks; c += 32) {
-      float wv[K];
-      load_chunk<F>(w, r, c, wv);
+#pragma unroll 4
+    for (int64_t c8 = lane; c8 < n8; c8 += 32) {
+      float wv[8];
+      load8<F>(w, r, c8, wv);
 #pragma unroll
       for (int k = 0; k < NT; ++k)
         if (k < nt) {
+          float xv[8];
+          load8(x + (t0 + k) * w.cols, c8, xv);
 #pragma unroll
-          for (int q = 0; q < K / 8; ++q) {
-            float xv[8];
-            load8(x + (t0 + k) * w.cols, c * (K / 8) + q, xv);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[k] += wv[8 * q + i] * xv[i];
-          }
+          for (int i = 0; i < 8; ++i) acc[k] += wv[i] * xv[i];
         }
     }
 #pragma unroll
@@ -169,10 +165,6 @@ void matmul_batch(const ProductJob* jobs, int n, const X* x, int64_t T, cudaStre
   for (int i = 0; i < n; ++i) {
     const DevMatrix& w = jobs[i].w;
     if (w.rows == 0) continue;
-    if (n > 1 && chunked_format(w, &f) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {  // alone, eight a load
-      matmul_batch(&jobs[i], 1, x, T, s);
-      continue;
-    }
     const unsigned blocks = static_cast<unsigned>((w.rows + kWarps - 1) / kWarps);
     if (jobs[i].y_float)
       matmul_kernel<X, float><<<blocks, kWarps * 32, 0, s>>>(w, x, T, static_cast<float*>(jobs[i].y));

@@ -14,13 +14,11 @@ constexpr int kWarps = 8;
 
 // A warp per token: each lane holds the logits of experts lane, lane + 32,
 // ...; the softmax's max and sum and each of the k picks are warp
-// reductions. Ties go to the lower index, as on the CPU. The shared
-// expert's weight is the sigmoid of its gate's logit, computed by the
-// router's product beside the experts' logits.
+// reductions. Ties go to the lower index, as on the CPU.
 constexpr int kMaxExpertsPerLane = 16;  // E <= 512
 
-__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ shared_logit, int64_t T,
-                             int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights) {
+__global__ void route_kernel(const float* __restrict__ logits, int64_t T, int64_t E, int64_t k, int64_t per_token,
+                             int32_t* ids, float* weights) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (t >= T) return;
@@ -62,107 +60,101 @@ __global__ void route_kernel(const float* __restrict__ logits, const float* __re
     if (lane == 0) ids[t * per_token + j] = best;
   }
   if (lane < k) weights[t * per_token + lane] = mine / top;
-  if (lane == 0 && per_token > k) weights[t * per_token + k] = sigmoidf(shared_logit[t]);
   for (int64_t j = k + lane; j < per_token; j += 32) ids[t * per_token + j] = static_cast<int32_t>(E);  // the shared expert
 }
 
-// This lane's share of row r of m . v: eight weights a load in format F
-// where the tables allow it (Chunked), else value by value.
+template <class A>
+__global__ void shared_weight_kernel(DevMatrix g, const A* __restrict__ x, int64_t per_token, int64_t slot,
+                                     float* weights) {
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x;
+  float acc = 0.f;
+  for (int64_t c = lane; c < g.cols; c += 32) acc += weight_at(g, 0, c) * to_f(x[t * g.cols + c]);
+  acc = warp_sum(acc);
+  if (lane == 0) weights[t * per_token + slot] = sigmoidf(acc);
+}
+
+// Row r of m . v over the warp (every lane gets it): eight weights a load in
+// format F where the tables allow it (Chunked), else value by value.
 struct ValueByValue {};
 template <WeightFormat F>
 struct Chunked {};
 
 template <class A>
-__device__ __forceinline__ float row_part(ValueByValue, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
+__device__ __forceinline__ float row_dot(ValueByValue, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
   float acc = 0.f;
   for (int64_t c = lane; c < m.cols; c += 32) acc += weight_at(m, r, c) * to_f(v[c]);
-  return acc;
+  return warp_sum(acc);
 }
 
 template <WeightFormat F, class A>
-__device__ __forceinline__ float row_part(Chunked<F>, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
-  constexpr int K = kChunkValues<F>;
+__device__ __forceinline__ float row_dot(Chunked<F>, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
   float acc = 0.f;
-#pragma unroll(K == 8 ? 4 : 2)
-  for (int64_t c = lane; c < m.cols / K; c += 32) {
-    float wv[K];
-    load_chunk<F>(m, r, c, wv);
+#pragma unroll 4
+  for (int64_t c8 = lane; c8 < m.cols / 8; c8 += 32) {
+    float vv[8], wv[8];
+    load8(v, c8, vv);
+    load8<F>(m, r, c8, wv);
 #pragma unroll
-    for (int q = 0; q < K / 8; ++q) {
-      float vv[8];
-      load8(v, c * (K / 8) + q, vv);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc += wv[8 * q + i] * vv[i];
-    }
+    for (int i = 0; i < 8; ++i) acc += wv[i] * vv[i];
   }
-  return acc;
+  return warp_sum(acc);
 }
 
-// A token's slots at most (k + 1 with k <= 32, route_topk's limit).
-constexpr int kMaxSlots = 33;
-
-// A warp per (slot, row of the expert's gate and up); the block's eight
-// rows share the slot, whose matrices are read once into shared memory.
+// A warp per (slot, row of the expert's gate and up).
 template <class Read, class A>
 __global__ void __launch_bounds__(kWarps * 32)
     gate_up_kernel(const DevMatrix* __restrict__ gates, const DevMatrix* __restrict__ ups,
                    const int32_t* __restrict__ ids, int64_t slots, int64_t per_token, const A* __restrict__ x,
                    int64_t H, int64_t max_inter, A* __restrict__ act) {
-  __shared__ DevMatrix gu[2];
   const int64_t slot = blockIdx.x;
-  if (slot >= slots) return;
-  if (threadIdx.x < 2) {
-    const int32_t e = ids[slot];
-    gu[threadIdx.x] = threadIdx.x == 0 ? gates[e] : ups[e];
-  }
-  __syncthreads();
   const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  if (r >= gu[0].rows) return;
+  if (slot >= slots) return;
+  const int32_t e = ids[slot];
+  const DevMatrix g = gates[e];
+  if (r >= g.rows) return;
   const A* xt = x + (slot / per_token) * H;
-  const float a = warp_sum(row_part(Read{}, gu[0], r, xt, lane)), b = warp_sum(row_part(Read{}, gu[1], r, xt, lane));
+  const float a = row_dot(Read{}, g, r, xt, lane), b = row_dot(Read{}, ups[e], r, xt, lane);
   if (lane == 0) act[slot * max_inter + r] = from_f<A>(siluf(a) * b);
 }
 
-// A warp per (token, output row): the weighted sum over the token's slots,
-// each lane summing its shares of every slot before the one warp sum, so
-// the slots' loads are in flight together. The block's rows share the
-// token's slots, read once into shared memory.
+// A warp per (token, output row): the weighted sum over the token's slots.
 template <class Read, class A>
 __global__ void __launch_bounds__(kWarps * 32)
     down_kernel(const DevMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
                 const float* __restrict__ weights, int64_t per_token, const A* __restrict__ act, int64_t max_inter,
                 int64_t H, A* __restrict__ y) {
-  __shared__ DevMatrix m[kMaxSlots];
-  __shared__ float w[kMaxSlots];
   const int64_t t = blockIdx.x;
-  for (int64_t j = threadIdx.x; j < per_token; j += blockDim.x) {
-    m[j] = downs[ids[t * per_token + j]];
-    w[j] = weights[t * per_token + j];
-  }
-  __syncthreads();
   const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= H) return;
   float total = 0.f;
-#pragma unroll 3
-  for (int64_t j = 0; j < per_token; ++j)
-    total += w[j] * row_part(Read{}, m[j], r, act + (t * per_token + j) * max_inter, lane);
-  total = warp_sum(total);
+  for (int64_t j = 0; j < per_token; ++j) {
+    const int64_t slot = t * per_token + j;
+    total += weights[slot] * row_dot(Read{}, downs[ids[slot]], r, act + slot * max_inter, lane);
+  }
   if (lane == 0) y[t * H + r] = from_f<A>(total);
 }
 
 }  // namespace
 
-void route_topk(const float* logits, const float* shared_logit, int64_t T, int64_t E, int64_t k, int64_t per_token,
-                int32_t* ids, float* weights, cudaStream_t s) {
+void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights,
+                cudaStream_t s) {
   if (T == 0) return;
   if (E > 32 * kMaxExpertsPerLane || k > 32 || k > E)
     throw Error("route_topk: " + std::to_string(E) + " experts, top " + std::to_string(k) +
                 " is outside the kernel's limits (512 experts, k <= 32)");
-  route_kernel<<<static_cast<unsigned>((T + 3) / 4), 128, 0, s>>>(logits, shared_logit, T, E, k, per_token, ids,
-                                                                              weights);
+  route_kernel<<<static_cast<unsigned>((T + 3) / 4), 128, 0, s>>>(logits, T, E, k, per_token, ids, weights);
   launched("route_topk");
+}
+
+template <class A>
+void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t per_token, int64_t slot,
+                          float* weights, cudaStream_t s) {
+  if (T == 0) return;
+  shared_weight_kernel<A><<<static_cast<unsigned>(T), 32, 0, s>>>(gate, x, per_token, slot, weights);
+  launched("shared_expert_weight");
 }
 
 template <class A>
@@ -185,7 +177,6 @@ template <class A>
 void expert_down(const DevMatrix* downs, const int32_t* ids, const float* weights, int64_t T, int64_t per_token,
                  const A* act, int64_t max_inter, int64_t H, A* y, const WeightFormat* chunked, cudaStream_t s) {
   if (T == 0) return;
-  if (per_token > kMaxSlots) throw Error("expert_down: " + std::to_string(per_token) + " slots a token, above the kernel's 33");
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((H + kWarps - 1) / kWarps));
   if (chunked)
     with_format(*chunked, [&](auto fmt) {
@@ -198,6 +189,7 @@ void expert_down(const DevMatrix* downs, const int32_t* ids, const float* weight
 }
 
 #define LILY_MOE(A)                                                                                                  \
+  template void shared_expert_weight<A>(const DevMatrix&, const A*, int64_t, int64_t, int64_t, float*, cudaStream_t); \
   template void expert_gate_up<A>(const DevMatrix*, const DevMatrix*, const int32_t*, int64_t, int64_t, const A*,     \
                                   int64_t, int64_t, A*, const WeightFormat*, cudaStream_t);                          \
   template void expert_down<A>(const DevMatrix*, const int32_t*, const float*, int64_t, int64_t, const A*, int64_t,   \
