@@ -68,27 +68,34 @@ bool read_ahead_if_it_fits(std::span<MappedFile* const> files) {
   if (!g_read_ahead) return false;
   size_t total = 0;
   for (const MappedFile* f : files) total += f->size();
-  if (total > memory_available() / 4 * 3) return false;
+  if (total > memory_available() / 10 * 9) return false;
   for (MappedFile* f : files) f->read_ahead();
   return true;
 }
 
+namespace {
+constexpr size_t kAheadChunk = size_t{16} << 20;  // the most a close waits for
+constexpr size_t kAheadReaders = 4;
+}  // namespace
+
 void MappedFile::read_ahead() {
-  if (owned_ || !data_ || reader_.joinable()) return;
-  reader_ = std::jthread([this](std::stop_token stop) {
-    constexpr size_t kChunk = size_t{16} << 20;  // the most a close waits for
-    for (size_t off = 0; off < size_ && !stop.stop_requested(); off += kChunk) {
-      const size_t n = std::min(kChunk, size_ - off);
-      auto* p = const_cast<uint8_t*>(data_) + off;
+  if (owned_ || !data_ || !readers_.empty()) return;
+  // A few readers, each a chunk in turn, keep several reads in flight: one
+  // alone leaves a fast disk waiting between its requests.
+  for (size_t first = 0; first < kAheadReaders; ++first)
+    readers_.emplace_back([this, first](std::stop_token stop) {
+      for (size_t off = first * kAheadChunk; off < size_ && !stop.stop_requested(); off += kAheadReaders * kAheadChunk) {
+        const size_t n = std::min(kAheadChunk, size_ - off);
+        auto* p = const_cast<uint8_t*>(data_) + off;
 #ifdef MADV_POPULATE_READ
-      if (::madvise(p, n, MADV_POPULATE_READ) == 0) continue;  // reads and maps the pages in one call
+        if (::madvise(p, n, MADV_POPULATE_READ) == 0) continue;  // reads and maps the pages in one call
 #endif
-      const long page = ::sysconf(_SC_PAGESIZE);
-      volatile uint8_t sink = 0;
-      for (size_t q = 0; q < n; q += static_cast<size_t>(page > 0 ? page : 4096)) sink = sink + p[q];
-    }
-    if (!stop.stop_requested()) ahead_done_ = true;
-  });
+        const long page = ::sysconf(_SC_PAGESIZE);
+        volatile uint8_t sink = 0;
+        for (size_t q = 0; q < n; q += static_cast<size_t>(page > 0 ? page : 4096)) sink = sink + p[q];
+      }
+      if (!stop.stop_requested() && readers_done_.fetch_add(1) + 1 == kAheadReaders) ahead_done_ = true;
+    });
 }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
@@ -135,10 +142,8 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 }
 
 MappedFile::~MappedFile() {
-  if (reader_.joinable()) {  // before the mapping goes
-    reader_.request_stop();
-    reader_.join();
-  }
+  for (std::jthread& r : readers_) r.request_stop();
+  readers_.clear();  // joins them, before the mapping goes
   if (data_ != nullptr && !owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

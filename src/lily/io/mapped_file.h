@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lily/io/huge_page_buffer.h"
 
@@ -56,13 +57,14 @@ class MappedFile {
   size_t size_ = 0;
   std::unique_ptr<HugePageBuffer> owned_;  // the bytes when read in (--no-mmap), else null
   std::atomic<bool> ahead_done_{false};
-  std::jthread reader_;  // the reading ahead, while it runs
+  std::atomic<size_t> readers_done_{0};
+  std::vector<std::jthread> readers_;  // the reading ahead, while it runs
 };
 
 // Reads the files of one model ahead (MappedFile::read_ahead) where reading
-// ahead is on and together they fit in three quarters of the memory
-// available now: a model that does not fit would only push its own pages
-// out. Returns whether it started.
+// ahead is on and together they fit in nine tenths of the memory available
+// now (free, or held by the page cache): a model that does not fit would
+// only push its own pages out. Returns whether it started.
 bool read_ahead_if_it_fits(std::span<MappedFile* const> files);
 
 }  // namespace lily
