@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -56,12 +57,14 @@ TEST(MappedFile, ReadsNothingAheadWhenTurnedOffOrTooBig) {
   set_read_ahead(false);
   EXPECT_FALSE(read_ahead_if_it_fits(one));
   set_read_ahead(true);
-  // a sparse file of 1 TiB: more than memory holds, so none of it is read
+  // a model of 1 TiB (a sparse file of 1 GiB as 1024 parts): more than
+  // memory holds, so none of it is read
   const std::string big = dir.str() + "/big.bin";
   std::ofstream(big).put('x');
-  std::filesystem::resize_file(big, size_t{1} << 40);
+  std::filesystem::resize_file(big, size_t{1} << 30);
   MappedFile f(big);
-  MappedFile* files[] = {&small, &f};
+  std::vector<MappedFile*> files(1024, &f);
+  files.push_back(&small);
   EXPECT_FALSE(read_ahead_if_it_fits(files));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(f.read_ahead_done());
