@@ -94,9 +94,11 @@ void MappedFile::read_ahead() {
         volatile uint8_t sink = 0;
         for (size_t q = 0; q < n; q += static_cast<size_t>(page > 0 ? page : 4096)) sink = sink + p[q];
       }
-      if (!stop.stop_requested() && readers_done_.fetch_add(1) + 1 == kAheadReaders) ahead_done_ = true;
+      if (!stop.stop_requested()) readers_done_.fetch_add(1);
     });
 }
+
+bool MappedFile::read_ahead_done() const { return readers_done_.load() == kAheadReaders; }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO in place of a checkpoint must not wait for a writer (it is refused below).

@@ -43,21 +43,20 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-  // Starts reading the mapping into memory on a thread of its own, page
+  // Starts reading the mapping into memory on threads of its own, page
   // tables included, so that the first decode steps do not wait on the disk
-  // page by page. Closing the file stops it (after at most one chunk).
-  // Nothing for a file read in whole, or one already being read.
+  // page by page. Closing the file stops them (after at most one chunk
+  // each). Nothing for a file read in whole, or one already being read.
   void read_ahead();
   // Whether the reading ahead has gone through the whole file.
-  bool read_ahead_done() const { return ahead_done_.load(); }
+  bool read_ahead_done() const;
 
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::unique_ptr<HugePageBuffer> owned_;  // the bytes when read in (--no-mmap), else null
-  std::atomic<bool> ahead_done_{false};
-  std::atomic<size_t> readers_done_{0};
+  std::atomic<size_t> readers_done_{0};  // readers that went through their chunks
   std::vector<std::jthread> readers_;  // the reading ahead, while it runs
 };
 

@@ -18,6 +18,16 @@ const char* layout_name(CheckpointLayout l) {
   return "?";
 }
 
+namespace {
+// A loaded model's files, checked and bound: now their pages, in the background.
+template <class Files>
+void read_ahead(const Files& files) {
+  std::vector<MappedFile*> mapped;
+  for (const auto& f : files) mapped.push_back(&f->mapping());
+  read_ahead_if_it_fits(mapped);
+}
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::string& dir) {
   auto m = std::make_unique<Model>();
   m->dir_ = dir;
@@ -26,17 +36,13 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
     m->gguf_ = GgufModel::open(dir);
     m->config_ = gguf_config(*m->gguf_);
     m->weights_ = bind_gguf_weights(*m->gguf_, m->config_, &m->report_);
-    std::vector<MappedFile*> files;
-    for (const auto& f : m->gguf_->files()) files.push_back(&f->mapping());
-    read_ahead_if_it_fits(files);  // checked and bound: now the pages, in the background
+    read_ahead(m->gguf_->files());
     return m;
   }
   m->config_ = ModelConfig::load(dir);
   m->archive_ = SafetensorsArchive::open_dir(dir);
   m->weights_ = bind_weights(*m->archive_, m->config_, &m->report_);
-  std::vector<MappedFile*> files;
-  for (const auto& f : m->archive_->files()) files.push_back(&f->mapping());
-  read_ahead_if_it_fits(files);
+  read_ahead(m->archive_->files());
   return m;
 }
 

@@ -300,6 +300,12 @@ class Staging {
 
 CudaState& state_of(const SeqSlice& s) { return static_cast<CudaState&>(*s.state); }
 
+// The absolute position of each of a call's `rows` rows, into `pos`.
+void fill_positions(std::span<const SeqSlice> seqs, int64_t* pos) {
+  for (const SeqSlice& q : seqs)
+    for (int64_t t = 0; t < q.rows; ++t) pos[q.row + t] = q.position + t;
+}
+
 // A decode step recorded as a CUDA graph (CudaBackend::decode_step). Every
 // address the recording holds stays put while it lives: its activations
 // come from its own arena, the states' caches are checked unmoved (their
@@ -685,8 +691,7 @@ class CudaBackend : public Backend {
     auto* pos = reinterpret_cast<int64_t*>(in.data());
     auto* id = reinterpret_cast<int32_t*>(pos + n);
     std::copy(ids.begin(), ids.end(), id);
-    for (const SeqSlice& q : seqs)
-      for (int64_t t = 0; t < q.rows; ++t) pos[q.row + t] = q.position + t;
+    fill_positions(seqs, pos);
     if (!staging_->copy(g->inputs.data, in.data(), in.size(), stream_))
       throw Error("a recorded step's inputs do not fit a staging slot");
     check(cudaGraphLaunch(g->exec, stream_), "replaying a recorded decode step");
@@ -924,8 +929,7 @@ class CudaBackend : public Backend {
       return recording_->positions();
     }
     std::vector<int64_t> pos(static_cast<size_t>(rows));
-    for (const SeqSlice& q : seqs)
-      for (int64_t t = 0; t < q.rows; ++t) pos[static_cast<size_t>(q.row + t)] = q.position + t;
+    fill_positions(seqs, pos.data());
     if (pos != positions_host_ || !positions_dev_.data) {
       positions_dev_ = staged(pos.data(), pos.size() * sizeof(int64_t));
       positions_host_ = std::move(pos);
