@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -313,7 +314,54 @@ TEST_P(Conformance, AttentionAtTheModelsShape) {
   check_attention(AttentionShape{16, 2, 256, 64, 10000000.0}, calls);
 }
 
-// A prompt of 70 and one of 5 (chunked on the CPU), then two decode steps of one token each.
+// The attention's inputs in one call (attention_inputs) against the ops
+// they stand for, on two sequences at different positions: bit for bit on
+// the backend under test, and within rounding of the reference's ops.
+TEST_P(Conformance, AttentionInputsEqualTheirOps) {
+  for (const AttentionShape& s : {AttentionShape{3, 1, 24, 8, 10000.0}, AttentionShape{16, 2, 256, 64, 10000000.0}}) {
+    StateLayout layout;
+    layout.delta_layer = {false};
+    layout.kv_heads = s.kv_heads;
+    layout.head_dim = s.head_dim;
+    Pair c{cpu_.new_state(layout), cpu_.new_state(layout)}, g{dut_->new_state(layout), dut_->new_state(layout)};
+    for (auto [pa, ra, pb, rb] : {std::array<int64_t, 4>{0, 3, 0, 1}, {300, 1, 7, 1}}) {
+      const int64_t T = ra + rb, qd = s.heads * s.head_dim, kd = s.kv_heads * s.head_dim;
+      const auto qg = random_floats(T * 2 * qd, 80 + T), k = random_floats(T * kd, 81 + T);
+      const Vector qn = random_floats(s.head_dim, 82, 0.5f, 1.5f), kn = random_floats(s.head_dim, 83, 0.5f, 1.5f);
+      const Vector gqn = dut_->bind(qn), gkn = dut_->bind(kn);
+      const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
+      // the reference's separate ops
+      Tensor qc = cpu_.tensor(T, qd), gc = cpu_.tensor(T, qd), kc = on(cpu_, k, T, kd);
+      cpu_.split_query_gate(on(cpu_, qg, T, 2 * qd), s.heads, s.head_dim, qc, gc);
+      cpu_.rmsnorm(qc, qn, 1e-6f, qc);
+      cpu_.rmsnorm(kc, kn, 1e-6f, kc);
+      cpu_.rope(qc, s.heads, sc, s);
+      cpu_.rope(kc, s.kv_heads, sc, s);
+      // the separate ops under test, then the one call
+      Tensor q1 = dut_->tensor(T, qd), g1 = dut_->tensor(T, qd), k1 = on(*dut_, k, T, kd);
+      dut_->split_query_gate(on(*dut_, qg, T, 2 * qd), s.heads, s.head_dim, q1, g1);
+      dut_->rmsnorm(q1, gqn, 1e-6f, q1);
+      dut_->rmsnorm(k1, gkn, 1e-6f, k1);
+      dut_->rope(q1, s.heads, sg, s);
+      dut_->rope(k1, s.kv_heads, sg, s);
+      Tensor q2 = dut_->tensor(T, qd), g2 = dut_->tensor(T, qd), k2 = on(*dut_, k, T, kd);
+      dut_->attention_inputs(on(*dut_, qg, T, 2 * qd), k2, gqn, gkn, 1e-6f, sg, s, q2, g2);
+      const std::string at = " (head " + std::to_string(s.head_dim) + ", positions " + std::to_string(pa) + ", " +
+                             std::to_string(pb) + ")";
+      EXPECT_EQ(dut_->to_host(q2), dut_->to_host(q1)) << "q" << at;
+      EXPECT_EQ(dut_->to_host(k2), dut_->to_host(k1)) << "k" << at;
+      EXPECT_EQ(dut_->to_host(g2), dut_->to_host(g1)) << "gate" << at;
+      // a norm, then a rotation of the rounded norm: two roundings
+      expect_close(dut_->to_host(q2), cpu_.to_host(qc), tol(1e-5, 2), "q" + at);
+      expect_close(dut_->to_host(k2), cpu_.to_host(kc), tol(1e-5, 2), "k" + at);
+    }
+  }
+}
+
+// A prompt of 70 and one of 5 (chunked on the CPU), then two decode steps of
+// one token each. The conv and gates run as separate ops and, from a copy of
+// the state, as delta_inputs, which must give the same bits (the test goes on
+// from the state delta_inputs left).
 void Conformance::check_delta(const DeltaShape& s) {
   const int64_t C = 2 * s.key_heads * s.key_dim + s.value_heads * s.value_dim, VD = s.value_heads * s.value_dim;
   StateLayout layout;
@@ -334,6 +382,8 @@ void Conformance::check_delta(const DeltaShape& s) {
     const auto x = random_floats(T * C, 50 + T), b = random_floats(T * s.value_heads, 60 + T),
                a = random_floats(T * s.value_heads, 70 + T);
     const auto sc = c.seqs(pa, ra, pb, rb), sg = g.seqs(pa, ra, pb, rb);
+    Pair f{g.a->clone(), g.b->clone()};
+    const auto sf = f.seqs(pa, ra, pb, rb);
     Tensor mc = cpu_.tensor(T, C), mg = dut_->tensor(T, C);
     cpu_.conv_silu(0, sc, on(cpu_, x, T, C), conv, s, mc);
     dut_->conv_silu(0, sg, on(*dut_, x, T, C), gconv, s, mg);
@@ -344,6 +394,13 @@ void Conformance::check_delta(const DeltaShape& s) {
     Tensor bg = dut_->wide_from_host(b, T, s.value_heads), ag = dut_->wide_from_host(a, T, s.value_heads);
     cpu_.delta_gates(mc, bc, ac, nea, dtb, s);
     dut_->delta_gates(mg, bg, ag, gnea, gdtb, s);
+    Tensor mf = dut_->tensor(T, C), bf = dut_->wide_from_host(b, T, s.value_heads),
+           af = dut_->wide_from_host(a, T, s.value_heads);
+    dut_->delta_inputs(0, sf, on(*dut_, x, T, C), gconv, gnea, gdtb, s, mf, bf, af);
+    EXPECT_EQ(dut_->to_host(mf), dut_->to_host(mg)) << "delta_inputs (mixed) after " << pa << " tokens";
+    EXPECT_EQ(dut_->to_host(bf), dut_->to_host(bg)) << "delta_inputs (beta) after " << pa << " tokens";
+    EXPECT_EQ(dut_->to_host(af), dut_->to_host(ag)) << "delta_inputs (decay) after " << pa << " tokens";
+    g = std::move(f);
     expect_close(dut_->to_host(mg), cpu_.to_host(mc), tol(1e-5), "delta_gates (q, k)");
     expect_close(dut_->to_host(bg), cpu_.to_host(bc), tol(1e-6), "delta_gates (beta)");
     expect_close(dut_->to_host(ag), cpu_.to_host(ac), tol(1e-5), "delta_gates (decay)");
@@ -352,7 +409,7 @@ void Conformance::check_delta(const DeltaShape& s) {
     resync(ac, ag);
     Tensor oc = cpu_.tensor(T, VD), og = dut_->tensor(T, VD);
     cpu_.delta_rule(0, sc, mc, ac, bc, s, kind, oc);
-    dut_->delta_rule(0, sg, mg, ag, bg, s, kind, og);
+    dut_->delta_rule(0, sf, mg, ag, bg, s, kind, og);  // sf: the states g holds now
     expect_close(dut_->to_host(og), cpu_.to_host(oc), tol(1e-4), "delta_rule after " + std::to_string(pa) + " tokens");
     pa += ra;
     pb += rb;

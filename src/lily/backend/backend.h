@@ -190,6 +190,14 @@ class Backend {
   // softplus(decay + dt_bias), the log decay.
   virtual void delta_gates(Tensor& mixed, Tensor& beta, Tensor& decay, const Vector& neg_exp_a, const Vector& dt_bias,
                            const DeltaShape& s) = 0;
+  // conv_silu into mixed, then delta_gates on it: one pass where a backend
+  // fuses them.
+  virtual void delta_inputs(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& qkv, const Vector& conv,
+                            const Vector& neg_exp_a, const Vector& dt_bias, const DeltaShape& s, Tensor& mixed,
+                            Tensor& beta, Tensor& decay) {
+    conv_silu(layer, seqs, qkv, conv, s, mixed);
+    delta_gates(mixed, beta, decay, neg_exp_a, dt_bias, s);
+  }
   // The gated delta rule per value head over each sequence's rows, its
   // recurrent state advanced: recurrent steps for Tokens, chunks for Prompt.
   // out is [T, value_heads * value_dim].
@@ -202,6 +210,17 @@ class Backend {
   virtual void split_query_gate(const Tensor& qg, int64_t heads, int64_t head_dim, Tensor& q, Tensor& gate) = 0;
   // NeoX rotation of each head of x ([T, heads * head_dim]) at its sequence position.
   virtual void rope(Tensor& x, int64_t heads, std::span<const SeqSlice> seqs, const AttentionShape& s) = 0;
+  // The attention's inputs from the projections: qg split into q and gate,
+  // then the q heads and k's heads rmsnormed (q_norm, k_norm) and rotated, as
+  // those ops compute them in that order; one pass where a backend fuses them.
+  virtual void attention_inputs(const Tensor& qg, Tensor& k, const Vector& q_norm, const Vector& k_norm, float eps,
+                                std::span<const SeqSlice> seqs, const AttentionShape& s, Tensor& q, Tensor& gate) {
+    split_query_gate(qg, s.heads, s.head_dim, q, gate);
+    rmsnorm(q, q_norm, eps, q);
+    rmsnorm(k, k_norm, eps, k);
+    rope(q, s.heads, seqs, s);
+    rope(k, s.kv_heads, seqs, s);
+  }
   // Appends k and v to each sequence's cache, then causal grouped-query
   // attention of q over it: out [T, heads * head_dim].
   virtual void attention(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& q, const Tensor& k,

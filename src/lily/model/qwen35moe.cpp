@@ -204,8 +204,7 @@ void Qwen35MoeForward::gated_delta_net(int64_t layer, std::span<const SeqSlice> 
   const MatmulJob in_proj[] = {{&x, &g.in_qkv, &qkv}, {&x, &g.in_z, &z}, {&x, &g.in_b, &beta}, {&x, &g.in_a, &decay}};
   B.matmul_batch(in_proj, kind);
   Tensor mixed = B.tensor(T, C);
-  B.conv_silu(layer, seqs, qkv, g.conv, delta_, mixed);
-  B.delta_gates(mixed, beta, decay, g.neg_exp_a, g.dt_bias, delta_);
+  B.delta_inputs(layer, seqs, qkv, g.conv, g.neg_exp_a, g.dt_bias, delta_, mixed, beta, decay);
   Tensor o = B.tensor(T, VD);
   B.delta_rule(layer, seqs, mixed, decay, beta, delta_, kind, o);
   B.gated_rmsnorm(o, z, g.norm, static_cast<float>(cfg_.rms_norm_eps), o);
@@ -223,11 +222,7 @@ void Qwen35MoeForward::attention(int64_t layer, std::span<const SeqSlice> seqs, 
   const MatmulJob in_proj[] = {{&x, &w.q, &qg}, {&x, &w.k, &k}, {&x, &w.v, &v}};
   B.matmul_batch(in_proj, kind);
   Tensor q = B.tensor(T, nh * hd), gate = B.tensor(T, nh * hd);
-  B.split_query_gate(qg, nh, hd, q, gate);
-  B.rmsnorm(q, w.q_norm, eps, q);
-  B.rmsnorm(k, w.k_norm, eps, k);
-  B.rope(q, nh, seqs, attention_);
-  B.rope(k, nkv, seqs, attention_);
+  B.attention_inputs(qg, k, w.q_norm, w.k_norm, eps, seqs, attention_, q, gate);
   Tensor attn = B.tensor(T, nh * hd);
   B.attention(layer, seqs, q, k, v, attention_, attn);
   B.sigmoid_mul(attn, gate);
