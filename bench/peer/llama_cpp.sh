@@ -5,42 +5,56 @@
 # 64 decode steps after a 256-token prompt (tg64 @ d256), the same threads;
 # the medians and Lily's ratio are printed as a Markdown table.
 #
-#   bench/peer/llama_cpp.sh [--rounds N] [--threads T] [--cpu-isa ISA] MODEL...
+#   bench/peer/llama_cpp.sh [--rounds N] [--threads T] [--cpu-isa ISA] [--device cuda] MODEL...
 #
 # MODEL is a GGUF file both engines run as it is, or LILY_MODEL=FILE.gguf:
-# Lily runs the first (an MLX checkpoint, say) and llama.cpp the GGUF file
-# of the same shapes. --cpu-isa caps Lily's kernels (avx2, avx512,
-# avx512vnni, amx); llama.cpp runs what its build found on the machine.
+# Lily runs the first (an MLX or bf16 checkpoint, say) and llama.cpp the GGUF
+# file of the same shapes (or weights). --cpu-isa caps Lily's kernels (avx2,
+# avx512, avx512vnni, amx); llama.cpp runs what its build found on the
+# machine. --device cuda runs both on the GPU (llama.cpp with every layer
+# offloaded); LLAMA_BENCH then names a llama-bench built with CUDA (the
+# default build is the CPU one), and LILY_BIN may name the lily to run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-lily="$(pwd)/build/bin/lily"
+lily="${LILY_BIN:-$(pwd)/build/bin/lily}"
 rounds=3
 threads=$(nproc)
 isa=()
+device=()
+offload=()
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --cpu-isa) isa=(--cpu-isa "$2"); shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --device) device=(--device "$2"); [ "$2" = cpu ] || offload=(-ngl 99); shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
-[ ${#models[@]} -gt 0 ] || { echo "usage: $0 [--rounds N] [--threads T] [--cpu-isa ISA] MODEL..." >&2; exit 2; }
+[ ${#models[@]} -gt 0 ] || { echo "usage: $0 [--rounds N] [--threads T] [--cpu-isa ISA] [--device cuda] MODEL..." >&2; exit 2; }
 [ -x "$lily" ] || { echo "build Lily first (scripts/build.sh): $lily is missing" >&2; exit 1; }
-llama_bench="$(bash bench/peer/llama_cpp_build.sh)/bin/llama-bench"
+if [ -n "${LLAMA_BENCH:-}" ]; then
+  llama_bench=$LLAMA_BENCH
+elif [ ${#offload[@]} -gt 0 ]; then
+  echo "--device ${device[1]}: name a llama-bench built for it in LLAMA_BENCH" >&2
+  exit 2
+else
+  llama_bench="$(bash bench/peer/llama_cpp_build.sh)/bin/llama-bench"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "$(date -u +%F) $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $threads threads, $rounds rounds" >&2
+[ ${#offload[@]} -eq 0 ] || nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >&2 || true
 
 for spec in "${models[@]}"; do
   if [[ "$spec" == *=* ]]; then mine="${spec%%=*}"; theirs="${spec#*=}"; else mine="$spec"; theirs="$spec"; fi
   for f in "$mine" "$theirs"; do [ -e "$f" ] || { echo "$f: no such model" >&2; exit 1; }; done
   for r in $(seq 1 "$rounds"); do
-    "$lily" bench --model "$mine" --contexts 256,512 --decode-steps 64 --threads "$threads" "${isa[@]}" \
+    "$lily" bench --model "$mine" --contexts 256,512 --decode-steps 64 --threads "$threads" "${isa[@]}" "${device[@]}" \
       --json "$work/lily.$r.json" >/dev/null 2>"$work/lily.$r.log" || { cat "$work/lily.$r.log" >&2; exit 1; }
-    "$llama_bench" -m "$theirs" -p 512 -n 64 -d 0,256 -t "$threads" -r 1 -o json >"$work/llama.$r.json" \
+    "$llama_bench" -m "$theirs" -p 512 -n 64 -d 0,256 -t "$threads" "${offload[@]}" -r 1 -o json >"$work/llama.$r.json" \
       2>"$work/llama.$r.log" || { tail -5 "$work/llama.$r.log" >&2; exit 1; }
     echo "  $(basename "$mine") round $r of $rounds" >&2
   done
