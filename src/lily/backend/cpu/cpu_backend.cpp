@@ -68,11 +68,11 @@ std::unique_ptr<StateStorage> CpuBackend::new_state(const StateLayout& layout) {
 }
 
 Tensor CpuBackend::tensor(int64_t rows, int64_t cols) {
-  auto storage = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * cols));
+  std::shared_ptr<float> storage = pool_.take(static_cast<size_t>(rows * cols));
   Tensor t;
   t.rows = rows;
   t.cols = cols;
-  t.data = storage->data();
+  t.data = storage.get();
   t.owner = std::move(storage);
   return t;
 }

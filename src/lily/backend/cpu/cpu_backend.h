@@ -12,6 +12,7 @@
 
 #include "lily/backend/backend.h"
 #include "lily/backend/cpu/cpu_context.h"
+#include "lily/backend/cpu/tensor_pool.h"
 
 namespace lily::cpu {
 
@@ -61,6 +62,7 @@ class CpuBackend : public Backend {
   const std::vector<float>& inv_freq(double theta, int64_t rotary_dim);
 
   CpuContext ctx_;
+  TensorPool pool_{size_t{512} << 20};  // a prompt's activations, reused layer after layer
   std::mutex mu_;
   std::map<std::pair<double, int64_t>, std::vector<float>> inv_freq_;
 };
