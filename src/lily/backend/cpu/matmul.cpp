@@ -6,6 +6,7 @@
 #include "lily/backend/cpu/amx_matmul.h"
 #include "lily/backend/cpu/ggml_int8_dot.h"
 #include "lily/backend/cpu/int8_dot.h"
+#include "lily/backend/cpu/int8_tile.h"
 #include "lily/backend/cpu/kernels.h"
 #include "lily/backend/cpu/thread_pool.h"
 
@@ -101,13 +102,14 @@ struct PackedInput {
   int8::Kernel kernel = int8::Kernel::None;  // None: the float path
   bool use_int8 = false;
   bool ggml = false;                    // a GGUF block format (int8 always)
+  bool tiles = false;                   // a prompt in int8 tiles of sixteen rows (int8_tile.h)
   std::vector<int8::Input> ins;         // int8: one per token
   std::vector<ggml_int8::Input> gins;   // GGUF blocks: one per token
   std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
   kernels::QuantInputs in;
 };
 
-void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, PackedInput& p) {
+void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, Rows kind, PackedInput& p) {
   p.isa = ctx.isa;
   if (W.ggml_blocks()) {
     p.ggml = p.use_int8 = true;
@@ -119,6 +121,7 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
   p.use_int8 = ctx.int8 && int8::supports(W);
   if (p.use_int8) {
     p.kernel = int8::kernel_for(ctx.isa);
+    p.tiles = kind == Rows::Prompt && int8::tile_supported(p.kernel, W);
     for (int64_t t = 0; t < T; ++t) p.ins.push_back(int8::quantize_input(ctx.isa, x + t * C, C, static_cast<int>(gs), W.bits == 4));
     return;
   }
@@ -207,7 +210,15 @@ void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, f
   }
   if (packed_product(ctx, W, rows_kind)) {
     PackedInput p;
-    prepare(ctx, x, T, W, p);
+    prepare(ctx, x, T, W, rows_kind, p);
+    if (p.tiles) {  // whole tiles to each thread
+      constexpr int64_t kRows = int8::kTileRows;
+      pool.parallel_for((R + kRows - 1) / kRows, (grain + kRows - 1) / kRows, [&](int64_t b, int64_t e) {
+        for (int64_t r0 = b * kRows; r0 < std::min(e * kRows, R); r0 += kRows)
+          int8::tile_rows(W, r0, std::min(kRows, R - r0), p.ins.data(), T, y, R);
+      });
+      return;
+    }
     pool.parallel_for(R, grain, [&](int64_t b, int64_t e) { packed_rows(p, T, W, y, b, e); });
     return;
   }
@@ -236,7 +247,7 @@ void matmul_batch(const CpuContext& ctx, std::span<const Product> products, int6
     input_of[i] = i;
     for (size_t j = 0; j < i && input_of[i] == i; ++j)
       if (packed_product(ctx, *products[j].W, rows_kind) && same_input(i, j)) input_of[i] = input_of[j];
-    if (packed_product(ctx, W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, inputs[i]);
+    if (packed_product(ctx, W, rows_kind) && input_of[i] == i) prepare(ctx, products[i].x, T, W, rows_kind, inputs[i]);
     start[i + 1] = start[i] + (W.rows + 3) / 4 * 4;
     grain = std::max(grain, row_grain(W, T));
   }

@@ -1,0 +1,33 @@
+// Prompt products of MLX 4- and 8-bit matrices with int8 inputs, in tiles of
+// sixteen rows. The decode kernel (int8_dot.h) meets one input with four
+// rows whose bytes lie along the vector, so every 64 bytes it converts and
+// scales a partial sum per row and input; with many inputs that bookkeeping,
+// not the byte products, is the work. Here a tile's rows are transposed once
+// into vectors whose sixteen lanes are the sixteen rows (four bytes each),
+// and each input meets them four bytes at a time, broadcast from memory: a
+// lane sums a whole group of one row in integers before one conversion and
+// one scaled add, and the transposition is paid once for all the inputs.
+//
+// The integer sums are exact, so a result differs from the decode kernel's
+// only in the order its groups' float terms are added, and it is the same
+// whatever other inputs share the call.
+#pragma once
+
+#include <cstdint>
+
+#include "lily/backend/cpu/int8_dot.h"
+
+namespace lily::cpu::int8 {
+
+// Rows a tile covers.
+inline constexpr int64_t kTileRows = 16;
+
+// Whether tiles run for W with this kernel (AVX-512 VNNI and a matrix
+// int8::supports takes).
+bool tile_supported(Kernel k, const Matrix& W);
+
+// y[t * y_stride + r0 + i] = row (r0 + i) of W . in[t], for i < n <= 16 and
+// t < T.
+void tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y, int64_t y_stride);
+
+}  // namespace lily::cpu::int8
