@@ -84,11 +84,55 @@ LILY_ISA_BODY void row_times_keys(const float* x, const float* KT, int64_t dk, i
   }
 }
 
+// C[i][c] -= (or +=) sum_a X[i][a] * B[a][c] for i < M, c < N, a < K, each
+// element's terms taken in order of a, as a row-by-row loop would take them.
+// R rows and W columns of C stay in registers while B's rows stream past,
+// so B is read once per R rows of C instead of once per row.
+template <int R, int W, bool Sub>
+LILY_ISA_BODY void product_block(const float* X, int64_t ldx, const float* B, int64_t ldb, int64_t K, float* C,
+                                 int64_t ldc) {
+  float acc[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < W; ++c) acc[r][c] = C[r * ldc + c];
+  for (int64_t a = 0; a < K; ++a) {
+    const float* b = B + a * ldb;
+    for (int r = 0; r < R; ++r) {
+      const float x = X[r * ldx + a];
+#pragma omp simd
+      for (int c = 0; c < W; ++c) {
+        if constexpr (Sub)
+          acc[r][c] -= x * b[c];
+        else
+          acc[r][c] += x * b[c];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < W; ++c) C[r * ldc + c] = acc[r][c];
+}
+
+template <bool Sub, int R>
+LILY_ISA_BODY void product_rows(const float* X, int64_t ldx, const float* B, int64_t ldb, int64_t K, int64_t N, float* C,
+                                int64_t ldc) {
+  int64_t c = 0;
+  for (; c + 64 <= N; c += 64) product_block<R, 64, Sub>(X, ldx, B + c, ldb, K, C + c, ldc);
+  for (; c + 16 <= N; c += 16) product_block<R, 16, Sub>(X, ldx, B + c, ldb, K, C + c, ldc);
+  for (; c < N; ++c) product_block<R, 1, Sub>(X, ldx, B + c, ldb, K, C + c, ldc);
+}
+
+template <bool Sub>
+LILY_ISA_BODY void accumulate_product(const float* X, int64_t ldx, int64_t M, const float* B, int64_t ldb, int64_t K,
+                                      int64_t N, float* C, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + 4 <= M; i += 4) product_rows<Sub, 4>(X + i * ldx, ldx, B, ldb, K, N, C + i * ldc, ldc);
+  for (; i < M; ++i) product_rows<Sub, 1>(X + i * ldx, ldx, B, ldb, K, N, C + i * ldc, ldc);
+}
+
 // The chunked form is a prompt's largest arithmetic after the matrix products.
 LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
                          int64_t first_chunk, float* S, float* out, int64_t out_stride) {
-  std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), qs(dv);
-  std::vector<float> KT(dk * chunk), dots(chunk);
+  std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), QS(chunk * dv);
+  std::vector<float> KT(dk * chunk), KF(dk * chunk), Qc(chunk * dk), dots(chunk);
   for (int64_t s0 = 0, L = 0; s0 < T; s0 += L) {
     L = std::min(s0 == 0 ? std::clamp<int64_t>(first_chunk, 1, chunk) : chunk, T - s0);
     auto q = [&](int64_t i) { return in.q + (s0 + i) * in.q_stride; };
@@ -120,24 +164,15 @@ LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk
       }
     }
     // v_new = U - W S, with S the state entering the chunk.
-    for (int64_t i = 0; i < L; ++i) {
-      float* Vi = &Vn[i * dv];
-      for (int64_t c = 0; c < dv; ++c) Vi[c] = U[i * dv + c];
-      for (int64_t a = 0; a < dk; ++a) {
-        const float wa = W[i * dk + a];
-#pragma omp simd
-        for (int64_t c = 0; c < dv; ++c) Vi[c] -= wa * S[a * dv + c];
-      }
-    }
+    std::copy(U.begin(), U.begin() + L * dv, Vn.begin());
+    accumulate_product<true>(W.data(), dk, L, S, dv, dk, dv, Vn.data(), dv);
     // out_i = exp(G_i) q_i S + sum_{j<=i} (q_i . k_j) exp(G_i - G_j) v_new_j
+    for (int64_t i = 0; i < L; ++i) std::copy(q(i), q(i) + dk, Qc.begin() + i * dk);
+    std::fill(QS.begin(), QS.begin() + L * dv, 0.f);
+    accumulate_product<false>(Qc.data(), dk, L, S, dv, dk, dv, QS.data(), dv);
     for (int64_t i = 0; i < L; ++i) {
       float* o = out + (s0 + i) * out_stride;
-      for (int64_t c = 0; c < dv; ++c) qs[c] = 0.f;
-      for (int64_t a = 0; a < dk; ++a) {
-        const float qa = q(i)[a];
-#pragma omp simd
-        for (int64_t c = 0; c < dv; ++c) qs[c] += qa * S[a * dv + c];
-      }
+      const float* qs = &QS[i * dv];
       const float eg = std::exp(G[i]);
       for (int64_t c = 0; c < dv; ++c) o[c] = eg * qs[c];
       row_times_keys(q(i), KT.data(), dk, i + 1, chunk, dots.data());
@@ -152,12 +187,9 @@ LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk
     for (int64_t i = 0; i < dk * dv; ++i) S[i] *= cd;
     for (int64_t j = 0; j < L; ++j) {
       const float f = std::exp(glast - G[j]);
-      for (int64_t a = 0; a < dk; ++a) {
-        const float ka = f * k(j)[a];
-#pragma omp simd
-        for (int64_t c = 0; c < dv; ++c) S[a * dv + c] += ka * Vn[j * dv + c];
-      }
+      for (int64_t a = 0; a < dk; ++a) KF[a * chunk + j] = f * k(j)[a];
     }
+    accumulate_product<false>(KF.data(), chunk, dk, Vn.data(), dv, L, dv, S, dv);
   }
 }
 
