@@ -3,6 +3,7 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -556,16 +557,18 @@ class CudaBackend : public Backend {
     const int64_t T = x.rows, H = x.cols, E = w.router->rows, per = k + 1;
     const ExpertTables& tab = tables(w);
     // the router's logits, ids and weights stay fp32 whatever the activations
-    Tensor logits = buffer(T, E, DType::F32);
+    Tensor logits = buffer(T, E, DType::F32), shared = buffer(T, 1, DType::F32);
     Tensor ids = buffer(T, per, DType::I32), weights = buffer(T, per, DType::F32);
     auto* d_ids = static_cast<int32_t*>(ids.data);
     auto* d_w = static_cast<float*>(weights.data);
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
-      cuda::matmul(dev(*w.router), ptr<A>(x), T, static_cast<float*>(logits.data), stream_);
-      route_topk(static_cast<const float*>(logits.data), T, E, k, per, d_ids, d_w, stream_);
+      // the shared expert's gate is one more row of the router's launch; route_topk takes its sigmoid
+      const ProductJob jobs[2] = {{dev(*w.router), logits.data, true}, {dev(*w.shared_expert_gate), shared.data, true}};
+      cuda::matmul_batch(jobs, 2, ptr<A>(x), T, stream_);
+      route_topk(static_cast<const float*>(logits.data), static_cast<const float*>(shared.data), T, E, k, per, d_ids,
+                 d_w, stream_);
       if (route_log_) replay_or_record(d_ids, d_w, T, k, per);
-      shared_expert_weight(dev(*w.shared_expert_gate), ptr<A>(x), T, per, k, d_w, stream_);
       Tensor acts = tensor(T * per, tab.max_inter);
       const WeightFormat* chunked = tab.chunked && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 ? &tab.format : nullptr;
       expert_gate_up(tab.gate, tab.up, d_ids, T, per, ptr<A>(x), H, tab.max_inter, ptr<A>(acts), chunked, stream_);
@@ -591,6 +594,23 @@ class CudaBackend : public Backend {
       using A = typename decltype(tag)::type;
       cuda::delta_gates(ptr<A>(mixed), mixed.rows, mixed.cols, s.key_heads, s.key_dim, ptr<float>(beta), ptr<float>(decay),
                         s.value_heads, neg_exp_a.data(), dt_bias.data(), stream_);
+    });
+  }
+
+  // A decode step's sequences (a row each) take one launch apiece for both.
+  void delta_inputs(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& qkv, const Vector& conv,
+                    const Vector& neg_exp_a, const Vector& dt_bias, const DeltaShape& s, Tensor& mixed, Tensor& beta,
+                    Tensor& decay) override {
+    const bool single_rows = std::all_of(seqs.begin(), seqs.end(), [](const SeqSlice& q) { return q.rows == 1; });
+    if (!single_rows) return Backend::delta_inputs(layer, seqs, qkv, conv, neg_exp_a, dt_bias, s, mixed, beta, decay);
+    const int64_t C = qkv.cols, Hv = s.value_heads;
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      for (const SeqSlice& q : seqs)
+        cuda::conv_gates(ptr<A>(qkv) + q.row * C, C, conv.data(), s.conv_kernel,
+                         static_cast<float*>(state_of(q).layer(layer).conv.get()), ptr<A>(mixed) + q.row * C,
+                         s.key_heads, s.key_dim, ptr<float>(beta) + q.row * Hv, ptr<float>(decay) + q.row * Hv, Hv,
+                         neg_exp_a.data(), dt_bias.data(), stream_);
     });
   }
 
@@ -627,6 +647,18 @@ class CudaBackend : public Backend {
     act([&](auto tag) {
       using A = typename decltype(tag)::type;
       cuda::rope(ptr<A>(x), x.rows, heads, s.head_dim, s.rotary_dim, inv_freq(s), pos, stream_);
+    });
+  }
+
+  void attention_inputs(const Tensor& qg, Tensor& k, const Vector& q_norm, const Vector& k_norm, float eps,
+                        std::span<const SeqSlice> seqs, const AttentionShape& s, Tensor& q, Tensor& gate) override {
+    if (static_cast<int64_t>(q_norm.size()) != s.head_dim || static_cast<int64_t>(k_norm.size()) != s.head_dim)
+      throw Error("attention_inputs: the q and k norms must be one head wide (" + std::to_string(s.head_dim) + ")");
+    const int64_t* pos = row_positions(seqs, qg.rows);
+    act([&](auto tag) {
+      using A = typename decltype(tag)::type;
+      cuda::attention_inputs(ptr<A>(qg), ptr<A>(k), qg.rows, s.heads, s.kv_heads, s.head_dim, q_norm.data(),
+                             k_norm.data(), eps, s.rotary_dim, inv_freq(s), pos, ptr<A>(q), ptr<A>(gate), stream_);
     });
   }
 
@@ -743,7 +775,7 @@ class CudaBackend : public Backend {
     std::shared_ptr<void> mem;
     const DevMatrix *gate, *up, *down;  // [E + 1]: the experts, then the shared one
     int64_t max_inter;
-    bool chunked = false;  // every matrix read eight values a load, in `format`
+    bool chunked = false;  // every matrix read in chunks of `format`
     WeightFormat format = WeightFormat::F32;
   };
 
@@ -834,11 +866,9 @@ class CudaBackend : public Backend {
     }
     for (size_t e = 0; e < E; ++e) max_inter = std::max(max_inter, w.gate[e].rows);
     ExpertTables t;
-    t.chunked = max_inter % 8 == 0 && chunked_format(all[0], &t.format);
-    for (const DevMatrix& m : all) {
-      WeightFormat f;
-      t.chunked = t.chunked && chunked_format(m, &f) && f == t.format;
-    }
+    t.chunked = max_inter % 8 == 0 &&
+                common_format(static_cast<int64_t>(all.size()), [&](int64_t i) -> const DevMatrix& { return all[i]; },
+                              &t.format);
     t.router = w.router->owner;
     t.mem = upload(all.data(), all.size() * sizeof(DevMatrix));
     const auto* base = static_cast<const DevMatrix*>(t.mem.get());

@@ -77,6 +77,31 @@ __device__ __forceinline__ void load8(const DevMatrix& m, int64_t r, int64_t c8,
   }
 }
 
+// Calls fn(s8, w) for each run of eight weights w of chunk ci of row r
+// (kChunkValues<F> values), s8 the run's index in eights along the row: one
+// load of the stored form, then the runs unpacked from registers.
+template <WeightFormat F, class Fn>
+__device__ __forceinline__ void for_each8(const DevMatrix& m, int64_t r, int64_t ci, Fn&& fn) {
+  if constexpr (F == WeightFormat::Q4W) {
+    const uint8_t* row = m.data + r * m.row_bytes;
+    const uint4 v = reinterpret_cast<const uint4*>(row)[ci];
+    const int64_t g = r * (m.cols / m.group_size) + static_cast<int32_t>(ci * 32) / static_cast<int32_t>(m.group_size);
+    const float scale = load_elem(m.scales, m.scale_dtype, g), bias = load_elem(m.biases, m.scale_dtype, g);
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float w[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] = scale * static_cast<float>((u[q] >> (4 * i)) & 15u) + bias;
+      fn(ci * 4 + q, w);
+    }
+  } else {
+    float w[8];
+    load8<F>(m, r, ci, w);
+    fn(ci, w);
+  }
+}
+
 // Eight consecutive activations x[8 * c8 ..] as floats.
 __device__ __forceinline__ void load8(const float* x, int64_t c8, float v[8]) {
   const float4 a = reinterpret_cast<const float4*>(x)[2 * c8], b = reinterpret_cast<const float4*>(x)[2 * c8 + 1];
@@ -102,6 +127,7 @@ void with_format(WeightFormat f, Fn&& fn) {
     case WeightFormat::Q4: return fn(std::integral_constant<WeightFormat, WeightFormat::Q4>{});
     case WeightFormat::Q6: return fn(std::integral_constant<WeightFormat, WeightFormat::Q6>{});
     case WeightFormat::Q8: return fn(std::integral_constant<WeightFormat, WeightFormat::Q8>{});
+    case WeightFormat::Q4W: return fn(std::integral_constant<WeightFormat, WeightFormat::Q4W>{});
   }
 }
 

@@ -56,6 +56,18 @@ template <class A>
 void rope(A* x, int64_t T, int64_t heads, int64_t hd, int64_t rotary, const float* inv_freq, const int64_t* positions,
           cudaStream_t s);
 
+// split_query_gate, rmsnorm of q's heads (q_norm) and k's (k_norm, k in
+// place), then rope of both, in one launch with the same results.
+template <class A>
+void attention_inputs(const A* qg, A* k, int64_t T, int64_t heads, int64_t kv_heads, int64_t hd, const float* q_norm,
+                      const float* k_norm, float eps, int64_t rotary, const float* inv_freq, const int64_t* positions,
+                      A* q, A* gate, cudaStream_t s);
+// One sequence's single row x [C]: conv_silu into y, then delta_gates on it
+// (beta and decay that row's [value_heads]), in one launch with the same results.
+template <class A>
+void conv_gates(const A* x, int64_t C, const float* w, int64_t K, float* state, A* y, int64_t key_heads, int64_t dk,
+                float* beta, float* decay, int64_t value_heads, const float* neg_exp_a, const float* dt_bias,
+                cudaStream_t s);
 // One sequence's rows: the causal conv + SiLU, its state [K-1, C] (fp32) advanced.
 template <class A>
 void conv_silu(const A* x, int64_t T, int64_t C, const float* w, int64_t K, float* state, A* y, cudaStream_t s);
@@ -85,16 +97,13 @@ void kv_append(A* K, A* V, const A* k, const A* v, int64_t T, int64_t row, const
 // MoE. Each token has `per_token` slots: its top k experts, then the shared
 // expert (index E of the expert tables).
 // ids/weights [T, per_token]: softmax over E logits, top k (ties to the lower
-// index), weights renormalised over the k; slot k is the shared expert.
-void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights,
-                cudaStream_t s);
-// weights[t, slot] = sigmoid(gate . x[t])
-template <class A>
-void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t per_token, int64_t slot,
-                          float* weights, cudaStream_t s);
+// index), weights renormalised over the k; slot k is the shared expert, its
+// weight sigmoid(shared_logits[t]) (left alone where shared_logits is null).
+void route_topk(const float* logits, const float* shared_logits, int64_t T, int64_t E, int64_t k, int64_t per_token,
+                int32_t* ids, float* weights, cudaStream_t s);
 // act [T * per_token, act_stride] = silu(gate_e x) * (up_e x) for each slot's expert e.
-// `chunked`: the format every matrix of the tables is read in eight at a time
-// (chunked_format), with H and max_inter multiples of 8; null: value by value.
+// `chunked`: the format every matrix of the tables is read in (common_format),
+// with H and max_inter multiples of 8; null: value by value.
 template <class A>
 void expert_gate_up(const DevMatrix* gates, const DevMatrix* ups, const int32_t* ids, int64_t T, int64_t per_token,
                     const A* x, int64_t H, int64_t max_inter, A* act, const WeightFormat* chunked, cudaStream_t s);

@@ -56,25 +56,24 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_chunked_kernel(Products p,
   while (r >= p.first_row[j + 1]) ++j;
   r -= p.first_row[j];
   const DevMatrix& w = p.w[j];
-  const int64_t n8 = w.cols / 8;
+  const int64_t chunks = w.cols / kChunkValues<F>;
   for (int64_t t0 = 0; t0 < T; t0 += NT) {
     const int64_t nt = T - t0 < NT ? T - t0 : NT;
     float acc[NT];
 #pragma unroll
     for (int k = 0; k < NT; ++k) acc[k] = 0.f;
 #pragma unroll 4
-    for (int64_t c8 = lane; c8 < n8; c8 += 32) {
-      float wv[8];
-      load8<F>(w, r, c8, wv);
+    for (int64_t ci = lane; ci < chunks; ci += 32)
+      for_each8<F>(w, r, ci, [&](int64_t s8, const float wv[8]) {
 #pragma unroll
-      for (int k = 0; k < NT; ++k)
-        if (k < nt) {
-          float xv[8];
-          load8(x + (t0 + k) * w.cols, c8, xv);
+        for (int k = 0; k < NT; ++k)
+          if (k < nt) {
+            float xv[8];
+            load8(x + (t0 + k) * w.cols, s8, xv);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[k] += wv[i] * xv[i];
-        }
-    }
+            for (int i = 0; i < 8; ++i) acc[k] += wv[i] * xv[i];
+          }
+      });
 #pragma unroll
     for (int k = 0; k < NT; ++k) {
       const float v = warp_sum(acc[k]);
@@ -140,15 +139,12 @@ void matmul(const DevMatrix& w, const X* x, int64_t T, Y* y, cudaStream_t s) {
 template <class X>
 void matmul_batch(const ProductJob* jobs, int n, const X* x, int64_t T, cudaStream_t s) {
   if (T == 0 || n == 0) return;
-  // one launch where every matrix reads eight values a load in one format; else a launch each
+  // one launch where every matrix is read in chunks of one format; else a launch each
   WeightFormat f = WeightFormat::F32;
-  bool together = n <= kMaxProducts && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  for (int i = 0; i < n && together; ++i) {
-    WeightFormat fi;
-    together = chunked_format(jobs[i].w, &fi) && jobs[i].w.cols == jobs[0].w.cols && (i == 0 || fi == f);
-    f = fi;
-  }
-  if (together) {
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  bool together = n <= kMaxProducts && aligned;
+  for (int i = 0; i < n && together; ++i) together = jobs[i].w.cols == jobs[0].w.cols;
+  if (together && common_format(n, [&](int64_t i) -> const DevMatrix& { return jobs[i].w; }, &f)) {
     Products p{};
     p.n = n;
     for (int i = 0; i < n; ++i) {
@@ -162,9 +158,22 @@ void matmul_batch(const ProductJob* jobs, int n, const X* x, int64_t T, cudaStre
     launched("matmul");
     return;
   }
+  // a launch each: chunked where the matrix allows it, else value by value
   for (int i = 0; i < n; ++i) {
     const DevMatrix& w = jobs[i].w;
     if (w.rows == 0) continue;
+    WeightFormat fi;
+    if (aligned && chunked_format(w, &fi)) {
+      Products p{};
+      p.n = 1;
+      p.w[0] = w;
+      p.y[0] = jobs[i].y;
+      p.y_float[0] = jobs[i].y_float;
+      p.first_row[1] = w.rows;
+      with_format(fi, [&](auto fmt) { launch_chunked<decltype(fmt)::value, X>(p, x, T, s); });
+      launched("matmul");
+      continue;
+    }
     const unsigned blocks = static_cast<unsigned>((w.rows + kWarps - 1) / kWarps);
     if (jobs[i].y_float)
       matmul_kernel<X, float><<<blocks, kWarps * 32, 0, s>>>(w, x, T, static_cast<float*>(jobs[i].y));

@@ -17,8 +17,8 @@ constexpr int kWarps = 8;
 // reductions. Ties go to the lower index, as on the CPU.
 constexpr int kMaxExpertsPerLane = 16;  // E <= 512
 
-__global__ void route_kernel(const float* __restrict__ logits, int64_t T, int64_t E, int64_t k, int64_t per_token,
-                             int32_t* ids, float* weights) {
+__global__ void route_kernel(const float* __restrict__ logits, const float* __restrict__ shared_logits, int64_t T,
+                             int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (t >= T) return;
@@ -61,100 +61,100 @@ __global__ void route_kernel(const float* __restrict__ logits, int64_t T, int64_
   }
   if (lane < k) weights[t * per_token + lane] = mine / top;
   for (int64_t j = k + lane; j < per_token; j += 32) ids[t * per_token + j] = static_cast<int32_t>(E);  // the shared expert
+  if (lane == 0 && shared_logits && k < per_token) weights[t * per_token + k] = sigmoidf(shared_logits[t]);
 }
 
-template <class A>
-__global__ void shared_weight_kernel(DevMatrix g, const A* __restrict__ x, int64_t per_token, int64_t slot,
-                                     float* weights) {
-  const int64_t t = blockIdx.x;
-  const int lane = threadIdx.x;
-  float acc = 0.f;
-  for (int64_t c = lane; c < g.cols; c += 32) acc += weight_at(g, 0, c) * to_f(x[t * g.cols + c]);
-  acc = warp_sum(acc);
-  if (lane == 0) weights[t * per_token + slot] = sigmoidf(acc);
-}
-
-// Row r of m . v over the warp (every lane gets it): eight weights a load in
-// format F where the tables allow it (Chunked), else value by value.
+// Lane's share of row r of m . v (warp_sum gives the dot): a chunk of
+// kChunkValues<F> weights a load in format F where the tables allow it
+// (Chunked), else value by value.
 struct ValueByValue {};
 template <WeightFormat F>
 struct Chunked {};
 
 template <class A>
-__device__ __forceinline__ float row_dot(ValueByValue, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
+__device__ __forceinline__ float row_part(ValueByValue, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
   float acc = 0.f;
   for (int64_t c = lane; c < m.cols; c += 32) acc += weight_at(m, r, c) * to_f(v[c]);
-  return warp_sum(acc);
+  return acc;
 }
 
 template <WeightFormat F, class A>
-__device__ __forceinline__ float row_dot(Chunked<F>, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
+__device__ __forceinline__ float row_part(Chunked<F>, const DevMatrix& m, int64_t r, const A* __restrict__ v, int lane) {
   float acc = 0.f;
+  const int64_t chunks = m.cols / kChunkValues<F>;
 #pragma unroll 4
-  for (int64_t c8 = lane; c8 < m.cols / 8; c8 += 32) {
-    float vv[8], wv[8];
-    load8(v, c8, vv);
-    load8<F>(m, r, c8, wv);
+  for (int64_t ci = lane; ci < chunks; ci += 32)
+    for_each8<F>(m, r, ci, [&](int64_t s8, const float wv[8]) {
+      float vv[8];
+      load8(v, s8, vv);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc += wv[i] * vv[i];
-  }
-  return warp_sum(acc);
+      for (int i = 0; i < 8; ++i) acc += wv[i] * vv[i];
+    });
+  return acc;
 }
 
-// A warp per (slot, row of the expert's gate and up).
+// A warp per (slot, row of the expert's gate and up); the block's slot's
+// matrices are read from the tables once, into shared memory.
 template <class Read, class A>
 __global__ void __launch_bounds__(kWarps * 32)
     gate_up_kernel(const DevMatrix* __restrict__ gates, const DevMatrix* __restrict__ ups,
                    const int32_t* __restrict__ ids, int64_t slots, int64_t per_token, const A* __restrict__ x,
                    int64_t H, int64_t max_inter, A* __restrict__ act) {
+  __shared__ DevMatrix gu[2];
   const int64_t slot = blockIdx.x;
   const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (slot >= slots) return;
-  const int32_t e = ids[slot];
-  const DevMatrix g = gates[e];
-  if (r >= g.rows) return;
+  if (threadIdx.x < 2) {
+    const int32_t e = ids[slot];
+    gu[threadIdx.x] = threadIdx.x == 0 ? gates[e] : ups[e];
+  }
+  __syncthreads();
+  if (r >= gu[0].rows) return;
   const A* xt = x + (slot / per_token) * H;
-  const float a = row_dot(Read{}, g, r, xt, lane), b = row_dot(Read{}, ups[e], r, xt, lane);
+  const float a = warp_sum(row_part(Read{}, gu[0], r, xt, lane));
+  const float b = warp_sum(row_part(Read{}, gu[1], r, xt, lane));
   if (lane == 0) act[slot * max_inter + r] = from_f<A>(siluf(a) * b);
 }
 
-// A warp per (token, output row): the weighted sum over the token's slots.
+// A warp per (token, output row): the weighted sum over the token's slots,
+// each lane summing its share of every slot before the one warp sum. The
+// token's matrices and weights are read from the tables once a block.
+constexpr int kMaxSlots = 33;  // top k <= 32, and the shared expert
 template <class Read, class A>
 __global__ void __launch_bounds__(kWarps * 32)
     down_kernel(const DevMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
                 const float* __restrict__ weights, int64_t per_token, const A* __restrict__ act, int64_t max_inter,
                 int64_t H, A* __restrict__ y) {
+  __shared__ DevMatrix d[kMaxSlots];
+  __shared__ float wt[kMaxSlots];
   const int64_t t = blockIdx.x;
   const int64_t r = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
+  for (int64_t j = threadIdx.x; j < per_token; j += blockDim.x) {
+    d[j] = downs[ids[t * per_token + j]];
+    wt[j] = weights[t * per_token + j];
+  }
+  __syncthreads();
   if (r >= H) return;
   float total = 0.f;
-  for (int64_t j = 0; j < per_token; ++j) {
-    const int64_t slot = t * per_token + j;
-    total += weights[slot] * row_dot(Read{}, downs[ids[slot]], r, act + slot * max_inter, lane);
-  }
+  for (int64_t j = 0; j < per_token; ++j)
+    total += wt[j] * row_part(Read{}, d[j], r, act + (t * per_token + j) * max_inter, lane);
+  total = warp_sum(total);
   if (lane == 0) y[t * H + r] = from_f<A>(total);
 }
 
 }  // namespace
 
-void route_topk(const float* logits, int64_t T, int64_t E, int64_t k, int64_t per_token, int32_t* ids, float* weights,
-                cudaStream_t s) {
+void route_topk(const float* logits, const float* shared_logits, int64_t T, int64_t E, int64_t k, int64_t per_token,
+                int32_t* ids, float* weights, cudaStream_t s) {
   if (T == 0) return;
-  if (E > 32 * kMaxExpertsPerLane || k > 32 || k > E)
+  if (E > 32 * kMaxExpertsPerLane || k > 32 || k > E || per_token > kMaxSlots)
     throw Error("route_topk: " + std::to_string(E) + " experts, top " + std::to_string(k) +
                 " is outside the kernel's limits (512 experts, k <= 32)");
-  route_kernel<<<static_cast<unsigned>((T + 3) / 4), 128, 0, s>>>(logits, T, E, k, per_token, ids, weights);
+  route_kernel<<<static_cast<unsigned>((T + 3) / 4), 128, 0, s>>>(logits, shared_logits, T, E, k, per_token, ids,
+                                                                   weights);
   launched("route_topk");
-}
-
-template <class A>
-void shared_expert_weight(const DevMatrix& gate, const A* x, int64_t T, int64_t per_token, int64_t slot,
-                          float* weights, cudaStream_t s) {
-  if (T == 0) return;
-  shared_weight_kernel<A><<<static_cast<unsigned>(T), 32, 0, s>>>(gate, x, per_token, slot, weights);
-  launched("shared_expert_weight");
 }
 
 template <class A>
@@ -189,7 +189,6 @@ void expert_down(const DevMatrix* downs, const int32_t* ids, const float* weight
 }
 
 #define LILY_MOE(A)                                                                                                  \
-  template void shared_expert_weight<A>(const DevMatrix&, const A*, int64_t, int64_t, int64_t, float*, cudaStream_t); \
   template void expert_gate_up<A>(const DevMatrix*, const DevMatrix*, const int32_t*, int64_t, int64_t, const A*,     \
                                   int64_t, int64_t, A*, const WeightFormat*, cudaStream_t);                          \
   template void expert_down<A>(const DevMatrix*, const int32_t*, const float*, int64_t, int64_t, const A*, int64_t,   \
