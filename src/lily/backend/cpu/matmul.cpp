@@ -114,7 +114,10 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
   if (W.ggml_blocks()) {
     p.ggml = p.use_int8 = true;
     p.kernel = int8::kernel_for(ctx.isa);
-    for (int64_t t = 0; t < T; ++t) p.gins.push_back(ggml_int8::quantize_input(ctx.isa, x + t * W.cols, W.cols));
+    p.gins.resize(static_cast<size_t>(T));
+    ctx.threads().parallel_for(T, 16, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) p.gins[t] = ggml_int8::quantize_input(ctx.isa, x + t * W.cols, W.cols);
+    });
     return;
   }
   const int64_t C = W.cols, gs = W.group_size, groups = C / gs;
@@ -122,7 +125,10 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
   if (p.use_int8) {
     p.kernel = int8::kernel_for(ctx.isa);
     p.tiles = kind == Rows::Prompt && int8::tile_supported(p.kernel, W);
-    for (int64_t t = 0; t < T; ++t) p.ins.push_back(int8::quantize_input(ctx.isa, x + t * C, C, static_cast<int>(gs), W.bits == 4));
+    p.ins.resize(static_cast<size_t>(T));  // a prompt's inputs are rounded on every thread
+    ctx.threads().parallel_for(T, 16, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) p.ins[t] = int8::quantize_input(ctx.isa, x + t * C, C, static_cast<int>(gs), W.bits == 4);
+    });
     return;
   }
   p.xsum.resize(static_cast<size_t>(T * groups));

@@ -36,6 +36,15 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
 }
 
 namespace {
+// The context's kernels on the calling thread alone: for work that is already
+// spread over the pool's threads a piece at a time.
+CpuContext single_thread(const CpuContext& ctx) {
+  static const std::shared_ptr<ThreadPool> inline_pool = std::make_shared<ThreadPool>(1);
+  CpuContext one = ctx;
+  one.pool = inline_pool;
+  return one;
+}
+
 // d [n, H] = down(silu(gate x) * up x) for n rows of x; g and u are scratch.
 void swiglu_rows(const CpuContext& ctx, const float* x, int64_t n, const Matrix& gate, const Matrix& up, const Matrix& down, Rows rows,
                  std::vector<float>& g, std::vector<float>& u, std::vector<float>& d) {
@@ -145,25 +154,47 @@ void moe_block(const CpuContext& ctx, const float* x, int64_t T, const ExpertWei
       moe_tokens(ctx, x, T, w, route, k, y);
     return;
   }
-  // A prompt: each expert runs once over the tokens routed to it.
+  // A prompt: each expert runs once over the tokens routed to it, whole
+  // experts to each thread (an expert's share of a prompt is a few tokens,
+  // too little to split its rows among many threads, and 768 products a
+  // layer each waiting for every thread would serialise on the waits). Each
+  // (token, rank) output goes to a slot of its own; a token's slots are then
+  // added in expert order, as one expert after another added them.
   const auto picked = entries_by_expert(route, T, k, E);
-  std::vector<float> xs, g, u, d;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& ids = picked[e];
-    if (ids.empty()) continue;
-    gather_tokens(x, ids, k, H, xs);
-    swiglu_rows(ctx, xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Prompt, g, u, d);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const float wt = route.weight[ids[i]];
-      float* yt = y + (ids[i] / k) * H;
-      for (int64_t h = 0; h < H; ++h) yt[h] += wt * d[i * H + h];
+  thread_local std::vector<float> slots;  // kept between layers
+  slots.resize(static_cast<size_t>(T * k * H));
+  float* outs = slots.data();  // [T * k, H]; the workers see the caller's slots through it
+  const CpuContext one = single_thread(ctx);
+  ctx.threads().parallel_for(E, 1, [&](int64_t e0, int64_t e1) {
+    std::vector<float> xs, g, u, d;
+    for (int64_t e = e0; e < e1; ++e) {
+      const auto& ids = picked[e];
+      if (ids.empty()) continue;
+      gather_tokens(x, ids, k, H, xs);
+      swiglu_rows(one, xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Prompt, g, u, d);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const float wt = route.weight[ids[i]];
+        float* o = outs + ids[i] * H;
+        for (int64_t h = 0; h < H; ++h) o[h] = wt * d[i * H + h];
+      }
     }
-  }
+  });
+  std::vector<float> g, u, d;
   swiglu_rows(ctx, x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Prompt, g, u, d);
-  for (int64_t t = 0; t < T; ++t) {
-    const float s = sigmoid(dot_row(ctx.isa, *w.shared_expert_gate, 0, x + t * H));
-    for (int64_t h = 0; h < H; ++h) y[t * H + h] += s * d[t * H + h];
-  }
+  ctx.threads().parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    std::vector<int64_t> ranks(static_cast<size_t>(k));
+    for (int64_t t = t0; t < t1; ++t) {
+      std::iota(ranks.begin(), ranks.end(), 0);
+      std::sort(ranks.begin(), ranks.end(), [&](int64_t a, int64_t b) { return route.expert[t * k + a] < route.expert[t * k + b]; });
+      float* yt = y + t * H;
+      for (int64_t j : ranks) {
+        const float* o = outs + (t * k + j) * H;
+        for (int64_t h = 0; h < H; ++h) yt[h] += o[h];
+      }
+      const float s = sigmoid(dot_row(ctx.isa, *w.shared_expert_gate, 0, x + t * H));
+      for (int64_t h = 0; h < H; ++h) yt[h] += s * d[t * H + h];
+    }
+  });
 }
 
 }  // namespace lily::cpu
