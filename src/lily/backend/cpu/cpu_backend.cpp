@@ -99,15 +99,24 @@ Tensor CpuBackend::gather(const Tensor& x, std::span<const int64_t> rows) {
   return out;
 }
 
+// A prompt's rows of a row-wise op on every thread (a decode step's one row on the caller's).
+void CpuBackend::for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
+  ctx_.threads().parallel_for(rows, 32, fn);
+}
+
 void CpuBackend::rmsnorm(const Tensor& x, const Vector& w, float eps, Tensor& y) {
   const int64_t dim = static_cast<int64_t>(w.size());
-  cpu::rmsnorm(x.f32(), x.numel() / dim, dim, w.data(), eps, y.f32());
+  for_rows(x.numel() / dim, [&](int64_t r0, int64_t r1) {
+    cpu::rmsnorm(x.f32() + r0 * dim, r1 - r0, dim, w.data(), eps, y.f32() + r0 * dim);
+  });
 }
 
 void CpuBackend::add(Tensor& x, const Tensor& y) {
   float* a = x.f32();
   const float* b = y.f32();
-  for (int64_t j = 0; j < x.numel(); ++j) a[j] += b[j];
+  for_rows(x.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t j = r0 * x.cols; j < r1 * x.cols; ++j) a[j] += b[j];
+  });
 }
 
 void CpuBackend::matmul(const Tensor& x, const Matrix& w, Tensor& y, RowKind kind) {
@@ -138,17 +147,19 @@ void CpuBackend::delta_gates(Tensor& mixed, Tensor& beta, Tensor& decay, const V
   const int64_t KD = Hk * dk;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   float *b = beta.f32(), *a = decay.f32();
-  for (int64_t t = 0; t < T; ++t) {
-    float* row = mixed.f32() + t * C;
-    for (int64_t hk = 0; hk < Hk; ++hk) {
-      l2norm_scale(row + hk * dk, dk, 1e-6f, q_scale);
-      l2norm_scale(row + KD + hk * dk, dk, 1e-6f, 1.0f);
+  for_rows(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* row = mixed.f32() + t * C;
+      for (int64_t hk = 0; hk < Hk; ++hk) {
+        l2norm_scale(row + hk * dk, dk, 1e-6f, q_scale);
+        l2norm_scale(row + KD + hk * dk, dk, 1e-6f, 1.0f);
+      }
+      for (int64_t hv = 0; hv < Hv; ++hv) {
+        b[t * Hv + hv] = sigmoid(b[t * Hv + hv]);
+        a[t * Hv + hv] = neg_exp_a[hv] * softplus(a[t * Hv + hv] + dt_bias[hv]);  // log decay
+      }
     }
-    for (int64_t hv = 0; hv < Hv; ++hv) {
-      b[t * Hv + hv] = sigmoid(b[t * Hv + hv]);
-      a[t * Hv + hv] = neg_exp_a[hv] * softplus(a[t * Hv + hv] + dt_bias[hv]);  // log decay
-    }
-  }
+  });
 }
 
 void CpuBackend::delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const Tensor& mixed, const Tensor& decay,
@@ -177,7 +188,9 @@ void CpuBackend::delta_rule(int64_t layer, std::span<const SeqSlice> seqs, const
 
 void CpuBackend::gated_rmsnorm(const Tensor& x, const Tensor& z, const Vector& w, float eps, Tensor& y) {
   const int64_t dim = static_cast<int64_t>(w.size());
-  cpu::gated_rmsnorm(x.f32(), z.f32(), x.numel() / dim, dim, w.data(), eps, y.f32());
+  for_rows(x.numel() / dim, [&](int64_t r0, int64_t r1) {
+    cpu::gated_rmsnorm(x.f32() + r0 * dim, z.f32() + r0 * dim, r1 - r0, dim, w.data(), eps, y.f32() + r0 * dim);
+  });
 }
 
 void CpuBackend::split_query_gate(const Tensor& qg, int64_t heads, int64_t hd, Tensor& q, Tensor& gate) {

@@ -4,6 +4,7 @@
 // It is the reference every other backend is tested against.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,7 @@ class CpuBackend : public Backend {
 
  private:
   const std::vector<float>& inv_freq(double theta, int64_t rotary_dim);
+  void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn);
 
   CpuContext ctx_;
   TensorPool pool_{size_t{512} << 20};  // a prompt's activations, reused layer after layer

@@ -10,13 +10,12 @@
 
 namespace lily::cpu {
 
-Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
-  Route r;
-  r.expert.resize(static_cast<size_t>(T * k));
-  r.weight.resize(static_cast<size_t>(T * k));
+namespace {
+// Tokens [t0, t1) of moe_route, into r's rows of them.
+void route_rows(const float* logits, int64_t t0, int64_t t1, int64_t E, int64_t k, Route& r) {
   std::vector<float> p(static_cast<size_t>(E));
   std::vector<int32_t> idx(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const float* l = logits + t * E;
     const float mx = *std::max_element(l, l + E);
     float sum = 0.f;
@@ -32,6 +31,19 @@ Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
       r.weight[t * k + j] = p[idx[j]] / top;
     }
   }
+}
+
+Route sized_route(int64_t T, int64_t k) {
+  Route r;
+  r.expert.resize(static_cast<size_t>(T * k));
+  r.weight.resize(static_cast<size_t>(T * k));
+  return r;
+}
+}  // namespace
+
+Route moe_route(const float* logits, int64_t T, int64_t E, int64_t k) {
+  Route r = sized_route(T, k);
+  route_rows(logits, 0, T, E, k, r);
   return r;
 }
 
@@ -144,7 +156,8 @@ void moe_block(const CpuContext& ctx, const float* x, int64_t T, const ExpertWei
   const int64_t H = w.router->cols, E = w.router->rows;
   std::vector<float> logits(static_cast<size_t>(T * E));
   matmul(ctx, x, T, *w.router, logits.data(), rows);
-  Route route = moe_route(logits.data(), T, E, k);
+  Route route = sized_route(T, k);  // a prompt's tokens routed on every thread
+  ctx.threads().parallel_for(T, 32, [&](int64_t t0, int64_t t1) { route_rows(logits.data(), t0, t1, E, k, route); });
   if (log) log->apply(route.expert, route.weight);
   std::fill(y, y + T * H, 0.f);
   if (rows == Rows::Tokens) {
