@@ -4,7 +4,9 @@
 # `lily` without the GPU backend, writes the 4-layer synth checkpoint of the
 # real shapes in MLX 4-bit for Lily and a Q4_0 GGUF of the same shapes for
 # llama.cpp, then runs bench/peer/llama_cpp.sh at each thread count.
-#   scripts/cpu-peer-scaling.sh [THREADS...]     (default 4 8 16)
+#   scripts/cpu-peer-scaling.sh [THREADS[:ISA]...]     (default 4 8 16)
+# THREADS:ISA caps Lily's kernels at that level (e.g. 16:avx512vnni shows the
+# path without AMX tiles on a CPU that has them).
 # LLAMA_BENCH names llama.cpp's CPU llama-bench (bench/peer/llama_cpp_build.sh
 # builds one); LILY_PEER_ROUNDS the rounds at each count (default 2). On a
 # machine that cannot reach a registry the build finds PCRE2 and utf8proc in
@@ -28,8 +30,11 @@ cp models/lily-tiny/tokenizer.json models/lily-tiny/tokenizer_config.json models
 rm -rf "$work/s4-bf16"
 wait
 echo "models written at ${SECONDS} s"
-for t in "${threads[@]}"; do
-  echo "== $t threads"
-  bash bench/peer/llama_cpp.sh --rounds "${LILY_PEER_ROUNDS:-2}" --threads "$t" "$work/s4-mlx4=$work/s4-q4_0.gguf"
+for spec in "${threads[@]}"; do
+  t=${spec%%:*}
+  isa=()
+  [ "$spec" = "$t" ] || isa=(--cpu-isa "${spec#*:}")
+  echo "== $t threads ${isa[*]}"
+  bash bench/peer/llama_cpp.sh --rounds "${LILY_PEER_ROUNDS:-2}" --threads "$t" "${isa[@]}" "$work/s4-mlx4=$work/s4-q4_0.gguf"
 done
 echo "done at ${SECONDS} s"
