@@ -131,8 +131,27 @@ LILY_ISA_BODY void accumulate_product(const float* X, int64_t ldx, int64_t M, co
 // The chunked form is a prompt's largest arithmetic after the matrix products.
 LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
                          int64_t first_chunk, float* S, float* out, int64_t out_stride) {
-  std::vector<float> G(chunk), A(chunk * chunk), U(chunk * dv), W(chunk * dk), Vn(chunk * dv), QS(chunk * dv);
-  std::vector<float> KT(dk * chunk), KF(dk * chunk), Qc(chunk * dk), dots(chunk);
+  // Scratch kept per thread: a prompt calls this for every head of every
+  // layer, and a few hundred kilobytes freed each time went back to the
+  // system and were faulted in again by the next call.
+  struct Scratch {
+    std::vector<float> G, A, U, W, Vn, QS, KT, KF, Qc, dots;
+  };
+  thread_local Scratch sc;
+  auto sized = [](std::vector<float>& v, int64_t n) -> std::vector<float>& {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+    return v;
+  };
+  std::vector<float>& G = sized(sc.G, chunk);
+  std::vector<float>& A = sized(sc.A, chunk * chunk);
+  std::vector<float>& U = sized(sc.U, chunk * dv);
+  std::vector<float>& W = sized(sc.W, chunk * dk);
+  std::vector<float>& Vn = sized(sc.Vn, chunk * dv);
+  std::vector<float>& QS = sized(sc.QS, chunk * dv);
+  std::vector<float>& KT = sized(sc.KT, dk * chunk);
+  std::vector<float>& KF = sized(sc.KF, dk * chunk);
+  std::vector<float>& Qc = sized(sc.Qc, chunk * dk);
+  std::vector<float>& dots = sized(sc.dots, chunk);
   for (int64_t s0 = 0, L = 0; s0 < T; s0 += L) {
     L = std::min(s0 == 0 ? std::clamp<int64_t>(first_chunk, 1, chunk) : chunk, T - s0);
     auto q = [&](int64_t i) { return in.q + (s0 + i) * in.q_stride; };
