@@ -147,7 +147,8 @@ class Backend {
   virtual Vector bind(const Vector& host) = 0;
   virtual std::unique_ptr<StateStorage> new_state(const StateLayout& layout) = 0;
 
-  // Activations.
+  // Activations. A new tensor's values are unspecified (a backend may hand
+  // out a buffer it used before): every op writes all of its output.
   virtual Tensor tensor(int64_t rows, int64_t cols) = 0;
   // An fp32 activation whatever the backend's activation type: for values
   // whose rounding would compound (the Gated DeltaNet's log decay and beta,

@@ -179,7 +179,7 @@ void moe_block(const CpuContext& ctx, const float* x, int64_t T, const ExpertWei
   float* outs = slots.data();  // [T * k, H]; the workers see the caller's slots through it
   const CpuContext one = single_thread(ctx);
   ctx.threads().parallel_for(E, 1, [&](int64_t e0, int64_t e1) {
-    std::vector<float> xs, g, u, d;
+    thread_local std::vector<float> xs, g, u, d;  // kept: freed, they would be faulted in again for every expert
     for (int64_t e = e0; e < e1; ++e) {
       const auto& ids = picked[e];
       if (ids.empty()) continue;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 
 namespace lily::cpu {
 
@@ -53,7 +52,8 @@ std::shared_ptr<float> TensorPool::take(size_t floats) {
     }
   }
   if (!p) p = static_cast<float*>(::operator new(bytes, std::align_val_t{64}));
-  std::memset(p, 0, want);
+  // not zeroed: every op writes all of its output, as on the GPU (whose
+  // buffers are never cleared either)
   // the deleter keeps the shelf alive, so a tensor may outlive its backend
   return std::shared_ptr<float>(p, [shelf = shelf_, bytes](float* q) { shelf->give(q, bytes); });
 }

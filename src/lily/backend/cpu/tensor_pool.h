@@ -3,8 +3,9 @@
 // are 24 MiB), which the C library maps fresh from the system and unmaps on
 // release: every layer then paid the kernel's page faults and zeroing again,
 // a quarter of a prompt's time. Blocks of a size class that were given back
-// are handed out again, zeroed as fresh memory would be; small ones
-// (where the C library's own reuse works) are not pooled.
+// are handed out again as they are: like the GPU's buffers they are not
+// cleared, since every op writes all of its output. Small ones (where the C
+// library's own reuse works) are not pooled.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,7 @@ class TensorPool {
   // At most `keep_bytes` of given-back blocks are held for reuse.
   explicit TensorPool(size_t keep_bytes);
 
-  // `floats` zeroed floats, owned by the returned pointer: when the last
+  // `floats` floats (their values unspecified), owned by the returned pointer: when the last
   // copy goes, the block comes back to the pool (if it still exists and has
   // room) or to the system.
   std::shared_ptr<float> take(size_t floats);
