@@ -24,18 +24,13 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
     const CpuContext ctx = test::cpu_context(isa, true);
     const int8::Kernel k = int8::kernel_for(isa);
     std::mt19937 rng(5);
-    std::normal_distribution<float> n(0.f, 1.f);
     // scales and biases in each stored type; 2304 inputs span more than sixteen groups
     for (DType sd : {DType::F32, DType::BF16, DType::F16})
       for (int bits : {4, 8})
         for (int gs : {64, 128})
           for (int64_t C : {256, 512, 2304}) {
             const int64_t R = 37, T = 3;
-            std::vector<float> w(R * C), x(T * C);
-            for (auto& a : w) a = n(rng);
-            for (auto& a : x) a = n(rng);
-            for (int64_t c = 0; c < gs; ++c) x[c] = 0.f;                // a group of zeros (step 0)
-            for (int64_t c = gs; c < 2 * gs; ++c) x[c + C] *= 1000.f;  // and one of large inputs
+            const auto [w, x] = test::int8_case(rng, R, C, T, gs);
             const test::QuantizedMatrix qw(w, R, C, bits, gs, sd);
             ASSERT_TRUE(int8::supports(qw.m));
             std::vector<float> y(T * R), one(R);

@@ -22,18 +22,13 @@ TEST(Int8Tile, PromptTilesKeepTheDecodeKernelsSums) {
   if (best_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   const CpuContext ctx = test::cpu_context(Isa::Avx512Vnni, true);
   std::mt19937 rng(11);
-  std::normal_distribution<float> n(0.f, 1.f);
   for (DType sd : {DType::F32, DType::BF16, DType::F16})
     for (int bits : {4, 8})
       for (int gs : {64, 128})
         for (int64_t C : {256, 2304}) {
           // 37 rows: two whole tiles and a short one; 7 tokens: a tile of four inputs and one of three
           const int64_t R = 37, T = 7;
-          std::vector<float> w(R * C), x(T * C);
-          for (auto& a : w) a = n(rng);
-          for (auto& a : x) a = n(rng);
-          for (int64_t c = 0; c < gs; ++c) x[c] = 0.f;                // a group of zeros (step 0)
-          for (int64_t c = gs; c < 2 * gs; ++c) x[c + C] *= 1000.f;  // and one of large inputs
+          const auto [w, x] = test::int8_case(rng, R, C, T, gs);
           const test::QuantizedMatrix qw(w, R, C, bits, gs, sd);
           ASSERT_TRUE(int8::tile_supported(int8::kernel_for(ctx.isa), qw.m));
           const std::string what = std::string(dtype_name(sd)) + " bits " + std::to_string(bits) + " gs " +

@@ -24,6 +24,17 @@ QuantizedMatrix::QuantizedMatrix(const std::vector<float>& w, int64_t rows, int6
   m.biases = f32 ? static_cast<const void*>(q.biases.data()) : biases16.data();
 }
 
+Int8Case int8_case(std::mt19937& rng, int64_t rows, int64_t cols, int64_t tokens, int group_size) {
+  std::normal_distribution<float> n(0.f, 1.f);
+  Int8Case c{std::vector<float>(static_cast<size_t>(rows * cols)), std::vector<float>(static_cast<size_t>(tokens * cols))};
+  for (auto& a : c.w) a = n(rng);
+  for (auto& a : c.x) a = n(rng);
+  for (int64_t i = 0; i < group_size; ++i) c.x[i] = 0.f;
+  if (tokens > 1)
+    for (int64_t i = group_size; i < 2 * group_size; ++i) c.x[i + cols] *= 1000.f;
+  return c;
+}
+
 ::testing::AssertionResult within_int8_rounding(const Matrix& W, const float* x, int64_t T, const float* y) {
   const int64_t R = W.rows, C = W.cols, gs = W.group_size;
   std::vector<float> row(static_cast<size_t>(C));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "lily/model/weights.h"
@@ -20,6 +21,14 @@ struct QuantizedMatrix {
   Matrix m;
   QuantizedMatrix(const std::vector<float>& w, int64_t rows, int64_t cols, int bits, int group_size, DType scale_dtype);
 };
+
+// Random weights [rows, cols] and inputs [tokens, cols] from N(0, 1), with
+// the edges of the int8 rounding in the inputs: a group of zeros (step 0) in
+// the first token and a group of large values in the second.
+struct Int8Case {
+  std::vector<float> w, x;
+};
+Int8Case int8_case(std::mt19937& rng, int64_t rows, int64_t cols, int64_t tokens, int group_size);
 
 // Every y[t, r] within the rounding the int8 path makes of x[t] of the
 // exact product x[t] . W row r: at most sum over groups of (step / 2) *
