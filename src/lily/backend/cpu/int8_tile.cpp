@@ -20,7 +20,7 @@ namespace lily::cpu::int8 {
 bool tile_supported(Kernel k, const Matrix& W) { return k == Kernel::Vnni && supports(W); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define LILY_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define LILY_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 namespace {
 // A tile's rows as the products read them: for each four-byte column d of
 // the packed rows one vector whose lane i is row i's four bytes (4-bit
@@ -36,7 +36,7 @@ struct Tile {
 // four bytes d. Pairs of rows are interleaved by 32 bits, then by 64, which
 // leaves each 128-bit lane holding four rows of one column; two shuffles of
 // whole lanes then gather each column's four lane pieces.
-LILY_VNNI inline void transpose16(const uint8_t* const* rows, int64_t at, __m512i* out) {
+LILY_TILE_TARGET inline void transpose16(const uint8_t* const* rows, int64_t at, __m512i* out) {
   __m512i r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(rows[i] + at);
   for (int k = 0; k < 8; ++k) {
@@ -60,7 +60,7 @@ LILY_VNNI inline void transpose16(const uint8_t* const* rows, int64_t at, __m512
 }
 
 template <int Bits>
-LILY_VNNI void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
+LILY_TILE_TARGET void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
   const int64_t groups = W.cols / W.group_size, row_bytes = W.cols * Bits / 8;
   const uint8_t* rows[16];
   for (int64_t i = 0; i < 16; ++i)  // a short tile repeats its last row
@@ -106,14 +106,14 @@ LILY_VNNI void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
 // Four input bytes broadcast to every lane (an operand the byte product
 // reads from memory itself).
 typedef int32_t unaligned_i32 __attribute__((may_alias, aligned(1)));
-LILY_VNNI inline __m512i four_bytes(const int8_t* p) { return _mm512_set1_epi32(*reinterpret_cast<const unaligned_i32*>(p)); }
+LILY_TILE_TARGET inline __m512i four_bytes(const int8_t* p) { return _mm512_set1_epi32(*reinterpret_cast<const unaligned_i32*>(p)); }
 
 // NT inputs against a loaded tile. Each lane sums a group of its row in
 // two integer chains (exact, so their order is free), then adds the group's
 // sum times scale x step; the bias terms (bias x exact input sum) go in a
 // sum of their own, added at the end.
 template <int Bits, int GB, int NT>
-LILY_VNNI void tile_inputs(const Tile& tile, int64_t cols, int64_t groups, int64_t n, const Input* in, float* y, int64_t y_stride) {
+LILY_TILE_TARGET void tile_inputs(const Tile& tile, int64_t cols, int64_t groups, int64_t n, const Input* in, float* y, int64_t y_stride) {
   constexpr int64_t kWords = GB / 4;  // four-byte columns a group spans
   __m512 tot[NT], bias[NT];
   const int8_t *xe[NT], *xo[NT];
@@ -155,7 +155,7 @@ LILY_VNNI void tile_inputs(const Tile& tile, int64_t cols, int64_t groups, int64
 }
 
 template <int Bits, int GB>
-LILY_VNNI void tile_rows_of(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y, int64_t y_stride) {
+LILY_TILE_TARGET void tile_rows_of(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y, int64_t y_stride) {
   thread_local Tile tile;  // a prompt calls this for every sixteen rows of every product
   load_tile<Bits>(W, r0, n, tile);
   const int64_t groups = W.cols / W.group_size;
@@ -169,6 +169,7 @@ LILY_VNNI void tile_rows_of(const Matrix& W, int64_t r0, int64_t n, const Input*
   }
 }
 }  // namespace
+#undef LILY_TILE_TARGET
 #endif
 
 void tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y, int64_t y_stride) {
