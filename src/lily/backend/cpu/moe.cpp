@@ -84,6 +84,31 @@ void gather_tokens(const float* x, const std::vector<int64_t>& entries, int64_t 
     std::copy(x + (entries[i] / k) * H, x + (entries[i] / k + 1) * H, xs.begin() + i * H);
 }
 
+// Scratch of routed_experts: an expert's gathered inputs and its products.
+struct ExpertScratch {
+  std::vector<float> xs, g, u, d;
+};
+
+// Experts [e0, e1), each once over the entries routed to it: entry (t, j)'s
+// output, scaled by its routing weight, goes to out + (t * slots + j) * H.
+void routed_experts(const CpuContext& ctx, const float* x, const ExpertWeights& w, const Route& route,
+                    const std::vector<std::vector<int64_t>>& picked, int64_t k, Rows rows, int64_t e0, int64_t e1,
+                    int64_t slots, float* out, ExpertScratch& sc) {
+  const int64_t H = w.router->cols;
+  for (int64_t e = e0; e < e1; ++e) {
+    const auto& ids = picked[e];
+    if (ids.empty()) continue;
+    gather_tokens(x, ids, k, H, sc.xs);
+    swiglu_rows(ctx, sc.xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], rows, sc.g, sc.u, sc.d);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int64_t t = ids[i] / k, j = ids[i] % k;
+      const float wt = route.weight[ids[i]];
+      float* o = out + (t * slots + j) * H;
+      for (int64_t h = 0; h < H; ++h) o[h] = wt * sc.d[i * H + h];
+    }
+  }
+}
+
 // One token: the gate and up products of the routed experts and the shared
 // one form one parallel loop, their down products another, so the rows of
 // all nine experts are shared among the threads however many there are.
@@ -125,24 +150,13 @@ void moe_tokens(const CpuContext& ctx, const float* x, int64_t T, const ExpertWe
   const int64_t H = w.router->cols, E = w.router->rows;
   std::vector<float> outs(static_cast<size_t>(T * (k + 1) * H));  // [token, rank (k = shared), H]
   const auto picked = entries_by_expert(route, T, k, E);
-  std::vector<float> xs, g, u, d;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& ids = picked[e];
-    if (ids.empty()) continue;
-    gather_tokens(x, ids, k, H, xs);
-    swiglu_rows(ctx, xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Tokens, g, u, d);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const int64_t t = ids[i] / k, j = ids[i] % k;
-      const float wt = route.weight[ids[i]];
-      float* o = outs.data() + (t * (k + 1) + j) * H;
-      for (int64_t h = 0; h < H; ++h) o[h] = wt * d[i * H + h];
-    }
-  }
-  swiglu_rows(ctx, x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Tokens, g, u, d);
+  ExpertScratch sc;
+  routed_experts(ctx, x, w, route, picked, k, Rows::Tokens, 0, E, k + 1, outs.data(), sc);
+  swiglu_rows(ctx, x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Tokens, sc.g, sc.u, sc.d);
   for (int64_t t = 0; t < T; ++t) {
     const float s = sigmoid(dot_row(ctx.isa, *w.shared_expert_gate, 0, x + t * H));
     float* o = outs.data() + (t * (k + 1) + k) * H;
-    for (int64_t h = 0; h < H; ++h) o[h] = s * d[t * H + h];
+    for (int64_t h = 0; h < H; ++h) o[h] = s * sc.d[t * H + h];
   }
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j <= k; ++j) {
@@ -179,18 +193,8 @@ void moe_block(const CpuContext& ctx, const float* x, int64_t T, const ExpertWei
   float* outs = slots.data();  // [T * k, H]; the workers see the caller's slots through it
   const CpuContext one = single_thread(ctx);
   ctx.threads().parallel_for(E, 1, [&](int64_t e0, int64_t e1) {
-    thread_local std::vector<float> xs, g, u, d;  // kept: freed, they would be faulted in again for every expert
-    for (int64_t e = e0; e < e1; ++e) {
-      const auto& ids = picked[e];
-      if (ids.empty()) continue;
-      gather_tokens(x, ids, k, H, xs);
-      swiglu_rows(one, xs.data(), static_cast<int64_t>(ids.size()), w.gate[e], w.up[e], w.down[e], Rows::Prompt, g, u, d);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const float wt = route.weight[ids[i]];
-        float* o = outs + ids[i] * H;
-        for (int64_t h = 0; h < H; ++h) o[h] = wt * d[i * H + h];
-      }
-    }
+    thread_local ExpertScratch sc;  // kept: freed, it would be faulted in again for every expert
+    routed_experts(one, x, w, route, picked, k, Rows::Prompt, e0, e1, k, outs, sc);
   });
   std::vector<float> g, u, d;
   swiglu_rows(ctx, x, T, *w.shared_gate, *w.shared_up, *w.shared_down, Rows::Prompt, g, u, d);
