@@ -135,7 +135,7 @@ LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk
   // layer, and a few hundred kilobytes freed each time went back to the
   // system and were faulted in again by the next call.
   struct Scratch {
-    std::vector<float> G, A, U, W, Vn, QS, KT, KF, Qc, dots;
+    std::vector<float> G, A, U, W, Vn, QS, KT, KF, dots;
   };
   thread_local Scratch sc;
   auto sized = [](std::vector<float>& v, int64_t n) -> std::vector<float>& {
@@ -150,7 +150,6 @@ LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk
   std::vector<float>& QS = sized(sc.QS, chunk * dv);
   std::vector<float>& KT = sized(sc.KT, dk * chunk);
   std::vector<float>& KF = sized(sc.KF, dk * chunk);
-  std::vector<float>& Qc = sized(sc.Qc, chunk * dk);
   std::vector<float>& dots = sized(sc.dots, chunk);
   for (int64_t s0 = 0, L = 0; s0 < T; s0 += L) {
     L = std::min(s0 == 0 ? std::clamp<int64_t>(first_chunk, 1, chunk) : chunk, T - s0);
@@ -186,9 +185,8 @@ LILY_ISA_BODY void chunked_body(const DeltaHeadInputs& in, int64_t T, int64_t dk
     std::copy(U.begin(), U.begin() + L * dv, Vn.begin());
     accumulate_product<true>(W.data(), dk, L, S, dv, dk, dv, Vn.data(), dv);
     // out_i = exp(G_i) q_i S + sum_{j<=i} (q_i . k_j) exp(G_i - G_j) v_new_j
-    for (int64_t i = 0; i < L; ++i) std::copy(q(i), q(i) + dk, Qc.begin() + i * dk);
     std::fill(QS.begin(), QS.begin() + L * dv, 0.f);
-    accumulate_product<false>(Qc.data(), dk, L, S, dv, dk, dv, QS.data(), dv);
+    accumulate_product<false>(q(0), in.q_stride, L, S, dv, dk, dv, QS.data(), dv);
     for (int64_t i = 0; i < L; ++i) {
       float* o = out + (s0 + i) * out_stride;
       const float* qs = &QS[i * dv];
