@@ -6,9 +6,11 @@
 // backend says how each is computed, on which threads or streams.
 //
 // Row kinds: a Prompt call's rows are the tokens of prompts (tiled products,
-// the chunked delta rule), a Tokens call's rows are independent decode tokens
-// (one per sequence). Each kind gives a row the same result whatever else
-// shares the call, which makes batched decoding and resumed prompts exact.
+// the chunked delta rule), a Tokens call's rows are decode tokens (one per
+// sequence, or consecutive steps of one sequence where a speculative step
+// verifies drafts). Each kind gives a row the same result whatever else
+// shares the call, which makes batched decoding, resumed prompts and
+// speculative decoding exact.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,18 @@ class StateStorage {
   virtual std::unique_ptr<StateStorage> clone() const = 0;  // a snapshot, in the same memory
   virtual void reset() = 0;                                  // back to the empty sequence
   virtual size_t bytes() const = 0;
+
+  // What speculative decoding needs to take back tokens a verify step
+  // consumed. A copy of the conv and recurrent states alone (attention
+  // caches left empty); they are what cannot be cut back.
+  virtual std::unique_ptr<StateStorage> clone_recurrent() const { throw_untakeable(); }
+  // The conv and recurrent states of `from`, a clone_recurrent() of this state.
+  virtual void restore_recurrent(const StateStorage& from) { (void)from, throw_untakeable(); }
+  // Attention layer `layer`'s cache keeps its first `tokens` positions.
+  virtual void truncate(int64_t layer, int64_t tokens) { (void)layer, (void)tokens, throw_untakeable(); }
+
+ private:
+  [[noreturn]] static void throw_untakeable();
 };
 
 // Consecutive rows [row, row + rows) of a call belong to one sequence, which

@@ -46,7 +46,14 @@ std::string speed_line(const GenerationResult& r) {
                 static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.reused_tokens),
                 r.prefill_seconds > 0 ? computed / r.prefill_seconds : 0.0, static_cast<long long>(generated),
                 r.decode_seconds > 0 && generated > 1 ? (generated - 1) / r.decode_seconds : 0.0);
-  return buf;
+  std::string line = buf;
+  if (r.verify_steps > 0) {
+    // every verify step but a final cut-short one yields the tokens it accepted plus one
+    std::snprintf(buf, sizeof buf, " | mtp: %lld steps, %.2f tokens a step", static_cast<long long>(r.verify_steps),
+                  static_cast<double>(generated - 1) / static_cast<double>(r.verify_steps));
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace lily::cli

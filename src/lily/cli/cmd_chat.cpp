@@ -68,6 +68,7 @@ Command add_chat_command(CLI::App& app) {
             const int64_t ctx = o->gen.context > 0 ? o->gen.context : engine->model().config().max_position_embeddings;
             o->gen.check_memory(*engine, ctx, std::min<int64_t>(ctx, 4096));
             Session session(engine->model(), engine->backend());
+            if (o->gen.mtp > 0) session.set_mtp(o->gen.mtp);
             nlohmann::ordered_json history = nlohmann::ordered_json::array();
             auto reset = [&] {
               history = nlohmann::ordered_json::array();

@@ -84,6 +84,13 @@ Command add_info_command(CLI::App& app) {
             }
             std::cout << "\n";
             if (const GgufModel* g = model->gguf()) print_gguf(*g);
+            std::cout << "mtp head:     "
+                      << (model->weights().mtp ? std::string("present (speculative decoding with --mtp K)")
+                          : !r.mtp_note.empty() ? "not used: " + r.mtp_note
+                          : r.layout == CheckpointLayout::Mlx
+                              ? std::string("absent: MLX conversions drop it, so --mtp needs the release or an MTP GGUF")
+                              : std::string("absent"))
+                      << "\n";
             for (const auto& [g, n] : r.skipped_groups) std::cout << "skipped:      " << g << ".* (" << n << " tensors)\n";
             if (!r.ignored.empty()) std::cout << "ignored:      " << r.ignored.size() << " unused tensors\n";
             const double kv = static_cast<double>(model->kv_bytes_per_token());

@@ -54,6 +54,7 @@ Command add_run_command(CLI::App& app) {
             g.max_tokens = o->gen.max_tokens;
             g.stop = o->gen.stop;
             Session session(engine->model(), engine->backend());
+            if (o->gen.mtp > 0) session.set_mtp(o->gen.mtp);
             OutputParser parser(!o->gen.no_think, nullptr);
             AnswerPrinter printer(o->gen.hide_reasoning);
             const GenerationResult r = generate(*engine, session, g, [&](const std::string& text) {

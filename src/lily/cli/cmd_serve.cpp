@@ -109,6 +109,10 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   sub->add_option("--cache-gb", o->cache_gb, "prefix cache size in GiB (default 4)")->check(CLI::Range(0.0, 1e6));
   sub->add_flag("--no-prefix-cache", o->no_cache, "never reuse prompt prefixes");
+  sub->add_option("--mtp", o->server.scheduler.mtp,
+                  "speculative decoding: K tokens drafted a step by the checkpoint's MTP head, verified for every "
+                  "sequence in one step (answers unchanged; 0 = off)")
+      ->check(CLI::Range(0, 8));
   sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may run (default 600)")
       ->check(CLI::Range(0.001, 1e9));
   sub->add_option("--max-body", o->server.max_body_bytes, "largest request body in bytes");

@@ -22,10 +22,12 @@ Command add_synth_command(CLI::App& app) {
   sub->add_option("--format", o->opt.format, "bf16 (official release layout), mlx4, mlx6 or mlx8");
   sub->add_option("--vocab", o->opt.vocab, "vocabulary rows (default the real 248320; smaller only for tests)");
   sub->add_option("--seed", o->opt.seed, "random seed");
+  sub->add_flag("--mtp", o->opt.mtp, "also the multi-token-prediction head (mtp.*), as the release ships it");
   return {sub, [o]() {
             if (o->full) o->opt.layers = 40;
             write_synth_checkpoint(o->out, o->opt);
-            std::cout << "wrote " << o->out << " (" << o->opt.layers << " layers, " << o->opt.format << ")\n";
+            std::cout << "wrote " << o->out << " (" << o->opt.layers << " layers, " << o->opt.format
+                      << (o->opt.mtp ? ", MTP head" : "") << ")\n";
             return 0;
           }};
 }

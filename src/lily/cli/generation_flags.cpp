@@ -35,6 +35,10 @@ void GenerationFlags::add_to(CLI::App* app) {
       ->envname("LILY_MEMORY_BUDGET_GB");
   app->add_option("--deployment-config", deployment_config, "JSON deployment config; its memoryAllocationGB is the budget");
   app->add_option("--ctx-size", context, "longest context to plan memory for (chat; default: the model's maximum)");
+  app->add_option("--mtp", mtp,
+                  "speculative decoding: K tokens drafted per step by the checkpoint's MTP head and verified in one "
+                  "step (output unchanged; 0 = off)")
+      ->check(CLI::Range(0, 8));
   cpu.add_to(app);
 }
 

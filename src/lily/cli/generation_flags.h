@@ -29,6 +29,7 @@ struct GenerationFlags {
   std::string deployment_config;  // JSON with memoryAllocationGB
   int64_t context = 0;          // chat: the longest conversation to plan for (0: the model's maximum)
   CpuFlags cpu;                 // --int8-activations, --no-mmap
+  int64_t mtp = 0;              // drafts per step from the MTP head (0: no speculative decoding)
 
   void add_to(CLI::App* app);
   // The model's defaults with the flags given on the command line applied.

@@ -196,6 +196,42 @@ void bind_moe(Binder& b, const Scheme& s, const ModelConfig& c, const std::strin
   m->shared_expert_gate = b.matrix(p + "shared_expert_gate", 1, H);
 }
 
+// The tensors of the release's MTP head (its experts fused or one by one).
+std::vector<std::string> mtp_tensor_names(const SafetensorsArchive& a) {
+  std::vector<std::string> n = {"mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
+                                "mtp.norm.weight"};
+  const std::string p = "mtp.layers.0.";
+  for (const char* t : {"input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+                        "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                        "self_attn.q_norm.weight", "self_attn.k_norm.weight", "mlp.gate.weight",
+                        "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+                        "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight"})
+    n.push_back(p + t);
+  if (a.find(p + "mlp.experts.0.gate_proj.weight") == nullptr) {
+    n.push_back(p + "mlp.experts.gate_up_proj");
+    n.push_back(p + "mlp.experts.down_proj");
+  }
+  return n;
+}
+
+// The official release's MTP head: `mtp.fc`, its three norms and one
+// full-attention decoder layer under `mtp.layers.0.`.
+MtpWeights bind_mtp(Binder& b, const Scheme& s, const ModelConfig& c, LoadReport* report) {
+  const int64_t H = c.hidden_size;
+  MtpWeights m;
+  m.fc = b.matrix("mtp.fc", H, 2 * H);
+  m.embed_norm = norm(b, s, "mtp.pre_fc_norm_embedding.weight", H);
+  m.hidden_norm = norm(b, s, "mtp.pre_fc_norm_hidden.weight", H);
+  m.final_norm = norm(b, s, "mtp.norm.weight", H);
+  const std::string p = "mtp.layers.0.";
+  m.layer.kind = LayerKind::FullAttention;
+  m.layer.input_norm = norm(b, s, p + "input_layernorm.weight", H);
+  m.layer.post_attention_norm = norm(b, s, p + "post_attention_layernorm.weight", H);
+  bind_attention(b, s, c, p + "self_attn.", &m.layer.attn);
+  bind_moe(b, s, c, p + "mlp.", &m.layer.moe, report);
+  return m;
+}
+
 Scheme detect(const SafetensorsArchive& archive) {
   if (archive.find("language_model.model.embed_tokens.weight") != nullptr)
     return {CheckpointLayout::Mlx, "language_model.model.", "language_model.lm_head.weight", false, true};
@@ -238,6 +274,19 @@ ModelWeights bind_weights(const SafetensorsArchive& archive, const ModelConfig& 
     else
       bind_attention(b, s, c, p + "self_attn.", &L.attn);
     bind_moe(b, s, c, p + "mlp.", &L.moe, report);
+  }
+  if (archive.find("mtp.fc.weight") != nullptr) {
+    // a head with tensors missing leaves the text model usable, without speculative decoding
+    std::string missing;
+    for (const std::string& n : mtp_tensor_names(archive))
+      if (archive.find(n) == nullptr) {
+        missing = n;
+        break;
+      }
+    if (missing.empty())
+      w.mtp = bind_mtp(b, s, c, report);
+    else
+      report->mtp_note = "incomplete: no tensor '" + missing + "'";
   }
   for (const auto& [name, view] : archive.tensors()) {
     if (b.used().count(name)) continue;

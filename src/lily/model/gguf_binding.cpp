@@ -102,6 +102,17 @@ class GgufBinder {
   std::set<std::string> used_;
 };
 
+// Blocks at the end of an MTP GGUF that hold the multi-token-prediction head.
+int64_t nextn_layers(const GgufModel& g) {
+  const GgufValue* v = g.find(std::string(kArch) + ".nextn_predict_layers");
+  if (!v) return 0;
+  const int64_t n = v->as_int("nextn_predict_layers");
+  if (n < 0 || n > 1)
+    throw Error(g.first().path() + ": " + kArch + ".nextn_predict_layers is " + std::to_string(n) +
+                "; this model has at most one MTP block");
+  return n;
+}
+
 }  // namespace
 
 ModelConfig gguf_config(const GgufModel& g) {
@@ -118,7 +129,8 @@ ModelConfig gguf_config(const GgufModel& g) {
       {"model_type", "qwen3_5_moe_text"},
       {"vocab_size", embd->shape[1]},
       {"hidden_size", num("embedding_length")},
-      {"num_hidden_layers", num("block_count")},
+      // an MTP GGUF counts the head's block in block_count
+      {"num_hidden_layers", num("block_count") - nextn_layers(g)},
       {"full_attention_interval", num("full_attention_interval")},
       {"rms_norm_eps", need(g, key("attention.layer_norm_rms_epsilon")).as_float("rms eps")},
       {"max_position_embeddings", num("context_length")},
@@ -157,11 +169,10 @@ ModelWeights bind_gguf_weights(const GgufModel& g, const ModelConfig& c, LoadRep
   w.embed = b.matrix("token_embd.weight", V, H);
   w.lm_head = b.has("output.weight") ? b.matrix("output.weight", V, H) : w.embed;
   w.final_norm = b.vec("output_norm.weight", {H});  // the 1 of (1+w) is baked in
-  w.layers.resize(c.num_layers);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  // block `i` under "blk.i.": Gated DeltaNet or attention, then the MoE
+  auto bind_layer = [&](int64_t i, LayerKind kind, LayerWeights& L) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights& L = w.layers[i];
-    L.kind = c.layer_kinds[i];
+    L.kind = kind;
     L.input_norm = b.vec(p + "attn_norm.weight", {H});
     L.post_attention_norm = b.vec(p + "post_attention_norm.weight", {H});
     if (L.kind == LayerKind::LinearAttention) {
@@ -208,6 +219,21 @@ ModelWeights bind_gguf_weights(const GgufModel& g, const ModelConfig& c, LoadRep
     m.shared_up = b.matrix(p + "ffn_up_shexp.weight", S, H);
     m.shared_down = b.matrix(p + "ffn_down_shexp.weight", H, S);
     m.shared_expert_gate = b.view(b.need(p + "ffn_gate_inp_shexp.weight", {H}), 0, 1, H);
+  };
+  w.layers.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) bind_layer(i, c.layer_kinds[i], w.layers[i]);
+  if (nextn_layers(g) == 1) {
+    // the head: blk.L.nextn.* (eh_proj is the release's mtp.fc, enorm and
+    // hnorm its pre-fc norms, shared_head_norm its final norm, the 1 of
+    // (1+w) baked in as everywhere) and an attention block blk.L.*
+    const std::string p = "blk." + std::to_string(c.num_layers) + ".nextn.";
+    MtpWeights mtp;
+    mtp.fc = b.matrix(p + "eh_proj.weight", H, 2 * H);
+    mtp.embed_norm = b.vec(p + "enorm.weight", {H});
+    mtp.hidden_norm = b.vec(p + "hnorm.weight", {H});
+    mtp.final_norm = b.vec(p + "shared_head_norm.weight", {H});
+    bind_layer(c.num_layers, LayerKind::FullAttention, mtp.layer);
+    w.mtp = std::move(mtp);
   }
   for (const auto& [name, t] : g.tensors()) {
     if (b.used().count(name)) continue;

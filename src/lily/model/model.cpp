@@ -81,8 +81,9 @@ size_t Model::decode_bytes_per_token(int64_t context) const {
 
 size_t Model::kv_bytes_per_token() const {
   const ModelConfig& c = config_;
-  return static_cast<size_t>(2 * c.num_kv_heads * c.head_dim) * sizeof(float) *
-         static_cast<size_t>(c.num_layers_of(LayerKind::FullAttention));
+  // the MTP head's layer keeps a cache of its own
+  const size_t layers = static_cast<size_t>(c.num_layers_of(LayerKind::FullAttention)) + (weights_.mtp ? 1 : 0);
+  return static_cast<size_t>(2 * c.num_kv_heads * c.head_dim) * sizeof(float) * layers;
 }
 
 }  // namespace lily

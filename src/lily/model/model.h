@@ -29,6 +29,7 @@ struct LoadReport {
   bool quantized = false;
   std::map<std::string, int> skipped_groups;  // "model.visual" -> tensor count, "mtp" -> ...
   std::vector<std::string> ignored;           // other tensors the text model does not use
+  std::string mtp_note;                       // why an MTP head that is there is not used
   std::map<std::string, int64_t> dtype_counts;  // "BF16" -> number of tensors
   std::map<std::string, size_t> dtype_bytes;    // "BF16" -> bytes of those tensors
   int64_t parameters = 0;                       // elements of the tensors bound

@@ -57,6 +57,47 @@ class Qwen35MoeForward {
   // what forward() in Prompt mode gives that piece alone.
   std::vector<float> prefill_batch(std::span<const std::vector<int32_t>> pieces, std::span<SequenceState* const> states);
 
+  // ---- Multi-token prediction: drafts from the MTP head, verified exactly ----
+  //
+  // The head at position p reads the token at p + 1 and the model's hidden
+  // state at p, and predicts the token at p + 2; its one attention layer
+  // keeps a cache like the model's own, in the same sequence state.
+  bool has_mtp() const { return weights_.mtp.has_value(); }
+  // From now on every call that consumes rows also writes the head's cache
+  // entries for them (only its attention inputs: cheap), so a draft can
+  // start after any prefix, a resumed one included. Throws lily::Error where
+  // the checkpoint has no head.
+  void keep_mtp(bool on);
+  bool keeps_mtp() const { return keep_mtp_; }
+  // Up to `k` greedy drafts of the tokens after `next`, the token about to
+  // be fed at the state's position: the head at the last consumed position,
+  // then on its own outputs. Needs keep_mtp(true) since the state was empty.
+  // The head's cache entries it writes past the consumed positions are
+  // scratch: the next call that consumes rows rewrites them.
+  std::vector<int32_t> draft(SequenceState& state, int32_t next, int64_t k);
+
+  // What rewind() needs to take back rows of one verify() call.
+  struct Undo {
+    int64_t position = 0, rows = 0;              // the state's position before the call; rows consumed
+    std::unique_ptr<StateStorage> recurrent;     // conv and recurrent states before the call
+    std::vector<std::vector<float>> qkv, beta, decay;  // per layer: the Gated DeltaNet inputs of each row
+    std::vector<float> hidden;                   // [rows, hidden]: after the final norm (the MTP head's input)
+    std::vector<float> mtp_hidden;               // the state's MTP input before the call
+  };
+  // Decode steps over consecutive tokens of one sequence in one call, every
+  // weight read once for all of them: row i is computed exactly as a decode
+  // step after rows 0..i-1 would be (recurrent steps in order, plain dots).
+  // Returns logits [rows, vocab]; `undo` receives what rewind() needs.
+  std::vector<float> verify(std::span<const int32_t> tokens, SequenceState& state, Undo& undo);
+  // The same for several sequences in one call (rows[i] continues
+  // *states[i], undos[i] receives its undo): logits of every row, sequence
+  // after sequence; each sequence's rows are what verify() gives it alone.
+  std::vector<float> verify_batch(std::span<const std::vector<int32_t>> rows, std::span<SequenceState* const> states,
+                                  std::span<Undo> undos);
+  // Keeps the first `keep` rows of the verify() that filled `undo`: the
+  // state is then bit for bit what decode steps over those rows leave.
+  void rewind(SequenceState& state, const Undo& undo, int64_t keep);
+
   // Prompts are processed by the chunked delta rule above one token; this is
   // its chunk length. Chunks are aligned to absolute positions, so resuming
   // from a state saved at a multiple of it reproduces a fresh prefill exactly.
@@ -70,10 +111,28 @@ class Qwen35MoeForward {
   };
   std::vector<float> run(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode,
                          LogitsFor which);
-  Tensor run_logits(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode, LogitsFor which);
+  // `hidden`, when given, receives every row's hidden state after the final norm.
+  Tensor run_logits(std::span<const int32_t> tokens, std::span<const Segment> segs, ForwardMode mode, LogitsFor which,
+                    std::vector<float>* hidden = nullptr);
   // The backend work of run_logits, the states' positions left as they are.
+  // `residual`, when given, receives the residual stream of every row.
   Tensor queue_logits(std::span<const int32_t> tokens, std::span<const SeqSlice> seqs, ForwardMode mode,
-                      LogitsFor which);
+                      LogitsFor which, Tensor* residual = nullptr);
+  // The residual stream after the last layer, [tokens, hidden].
+  Tensor queue_residual(std::span<const int32_t> tokens, std::span<const SeqSlice> seqs, RowKind kind);
+  // The head's cache entries for the rows just consumed (`hidden`: [rows,
+  // hidden] after the final norm), and each state's last hidden state.
+  void keep_mtp_up(std::span<const int32_t> tokens, std::span<const Segment> segs, std::span<const float> hidden,
+                   RowKind kind);
+  // The head over rows at positions [position, position + rows): its cache
+  // cut to `position`, then its attention over the rows. With `logits` the
+  // last row goes on through the MoE, the norm and the LM head: returns its
+  // logits and sets *hidden_out to its normed output.
+  std::vector<float> mtp_rows(std::span<const int32_t> next_tokens, std::span<const float> hidden, SeqSlice at,
+                              RowKind kind, bool logits, std::vector<float>* hidden_out);
+  const LayerWeights& layer_weights(int64_t layer) const {
+    return layer < cfg_.num_layers ? weights_.layers[static_cast<size_t>(layer)] : weights_.mtp->layer;
+  }
   void check_tokens(std::span<const int32_t> tokens) const;
   void gated_delta_net(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);
   void attention(int64_t layer, std::span<const SeqSlice> seqs, RowKind kind, const Tensor& x, Tensor& out);
@@ -86,6 +145,12 @@ class Qwen35MoeForward {
   StateLayout layout_;
   DeltaShape delta_;
   AttentionShape attention_;
+  bool keep_mtp_ = false;
+  // Set while verify_batch() runs: the Gated DeltaNet layers keep their inputs, per layer [rows, cols].
+  struct Recording {
+    std::vector<std::vector<float>> qkv, beta, decay;
+  };
+  Recording* recording_ = nullptr;
 };
 
 }  // namespace lily

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "lily/backend/tensor.h"
@@ -50,11 +51,22 @@ struct LayerWeights {
   MoeWeights moe;
 };
 
+// The multi-token-prediction head of the official release (`mtp.*`): from a
+// token's embedding and the hidden state (after the final norm) of the
+// position before it, one gated-attention decoder layer with its own MoE
+// predicts the token after next, through the model's own LM head.
+struct MtpWeights {
+  Matrix fc;                 // [hidden, 2 * hidden]: input [norm(embedding) | norm(hidden)]
+  Vector embed_norm, hidden_norm, final_norm;  // plain multipliers
+  LayerWeights layer;        // kind == FullAttention
+};
+
 struct ModelWeights {
   Matrix embed;    // [vocab, hidden]
   Matrix lm_head;  // [vocab, hidden]
   Vector final_norm;
   std::vector<LayerWeights> layers;
+  std::optional<MtpWeights> mtp;  // absent where the checkpoint dropped it (MLX conversions)
 };
 
 }  // namespace lily

@@ -238,8 +238,9 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
   w.add_uint32("general.file_type", static_cast<uint32_t>(ftype));
   w.add_uint32("general.quantization_version", 2);
   // The numbers llama.cpp's qwen35moe loader reads, and the two it reads as floats.
+  const bool mtp = model->weights().mtp.has_value();
   const std::pair<const char*, int64_t> numbers[] = {
-      {"block_count", c.num_layers}, {"context_length", c.max_position_embeddings},
+      {"block_count", c.num_layers + (mtp ? 1 : 0)}, {"context_length", c.max_position_embeddings},
       {"embedding_length", c.hidden_size}, {"attention.head_count", c.num_heads},
       {"attention.head_count_kv", c.num_kv_heads}, {"attention.key_length", c.head_dim},
       {"attention.value_length", c.head_dim}, {"rope.dimension_count", c.rotary_dim},
@@ -250,6 +251,7 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
       {"ssm.group_count", c.linear_num_key_heads}, {"ssm.time_step_rank", c.linear_num_value_heads},
       {"ssm.inner_size", c.gdn_value_dim()}, {"full_attention_interval", interval}};
   for (const auto& [key, value] : numbers) w.add_uint32(A + key, static_cast<uint32_t>(value));
+  if (mtp) w.add_uint32(A + "nextn_predict_layers", 1);
   w.add_float32(A + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   w.add_float32(A + "rope.freq_base", static_cast<float>(c.rope_theta));
   w.add_int32s(A + "rope.dimension_sections", rope_sections(fs::path(src), c));
@@ -264,11 +266,12 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
   ex.vector(w, "output_norm.weight", plus_one(in + "norm.weight"), {H});
   if (a.find("lm_head.weight") && !c.tie_word_embeddings)
     ex.matrix(w, "output.weight", plain("lm_head.weight"), get("lm_head.weight").shape, -1);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = in + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+  // One decoder layer: the Hugging Face tensors under `p` as block `i` ("blk.i.").
+  auto write_layer = [&](const std::string& p, int64_t i, LayerKind kind) {
+    const std::string b = "blk." + std::to_string(i) + ".";
     ex.vector(w, b + "attn_norm.weight", plus_one(p + "input_layernorm.weight"), {H});
     ex.vector(w, b + "post_attention_norm.weight", plus_one(p + "post_attention_layernorm.weight"), {H});
-    if (c.layer_kinds[i] == LayerKind::LinearAttention) {
+    if (kind == LayerKind::LinearAttention) {
       const std::string q = p + "linear_attn.";
       const int64_t conv_dim = c.gdn_conv_dim();
       // The value rows of the qkv projection and the conv, and every tensor of value heads, tiled.
@@ -355,6 +358,17 @@ void export_gguf(const std::string& src, const std::string& dst, const GgufExpor
       ex.matrix(w, b + gg + ".weight", plain(m + "shared_expert." + hf + ".weight"),
                 get(m + "shared_expert." + hf + ".weight").shape, i);
     ex.vector(w, b + "ffn_gate_inp_shexp.weight", plain(m + "shared_expert_gate.weight"), {H});
+  };
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    write_layer(in + "layers." + std::to_string(i) + ".", i, c.layer_kinds[i]);
+  if (mtp) {
+    // the MTP head as llama.cpp's MTP GGUFs carry it: block L with nextn.* beside its attention layer
+    const std::string b = "blk." + std::to_string(c.num_layers) + ".nextn.";
+    ex.matrix(w, b + "eh_proj.weight", plain("mtp.fc.weight"), {H, 2 * H}, c.num_layers);
+    ex.vector(w, b + "enorm.weight", plus_one("mtp.pre_fc_norm_embedding.weight"), {H});
+    ex.vector(w, b + "hnorm.weight", plus_one("mtp.pre_fc_norm_hidden.weight"), {H});
+    ex.vector(w, b + "shared_head_norm.weight", plus_one("mtp.norm.weight"), {H});
+    write_layer("mtp.layers.0.", c.num_layers, LayerKind::FullAttention);
   }
   if (fs::path(dst).has_parent_path()) fs::create_directories(fs::path(dst).parent_path());
   w.write(dst);

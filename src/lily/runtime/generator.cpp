@@ -19,7 +19,7 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
 
   // Where nothing needs the logits on the host, the backend picks each token
   // where they are (on a GPU only the id comes back).
-  const bool pick = cont.picks_anywhere();
+  const bool pick = cont.picks_anywhere() && session.mtp() == 0;
   const auto t0 = clock::now();
   std::vector<float> logits;
   int32_t next = -1;
@@ -31,8 +31,25 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
   const auto t1 = clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   r.finish_reason = "length";
+  // Speculative decoding: a verify step hands out a row of logits per draft;
+  // the token chosen from row i (chosen as it would be without drafts, the
+  // random draws included) stands, and the next row is read only while the
+  // chosen token is the draft that row followed.
+  std::vector<int32_t> drafts;
+  std::vector<float> rows;
+  size_t row = 0;
+  auto take_row = [&] {
+    const size_t V = static_cast<size_t>(session.model().config().vocab_size);
+    logits.assign(rows.begin() + static_cast<std::ptrdiff_t>(row * V), rows.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
+  };
+  // the rows of a verify step that were read stay consumed, the rest go back
+  auto settle = [&] {
+    if (!rows.empty()) session.accept(static_cast<int64_t>(row) + 1);
+    rows.clear();
+  };
   while (req.max_tokens > 0) {
     if (req.cancel && req.cancel->load()) {
+      settle();
       r.finish_reason = "cancelled";
       break;
     }
@@ -40,18 +57,34 @@ GenerationResult generate(const Engine& engine, Session& session, const Generati
     if (!s.text.empty()) {
       r.text += s.text;
       if (!on_text(s.text)) {
+        settle();
         r.finish_reason = "cancelled";
         break;
       }
     }
     if (s.feed < 0) {
+      settle();
       r.finish_reason = s.finish_reason;
       break;
     }
-    if (pick)
+    if (!rows.empty()) {
+      if (row < drafts.size() && s.feed == drafts[row]) {
+        ++row;
+        take_row();
+        continue;
+      }
+      settle();
+    }
+    if (pick) {
       next = session.step_pick(s.feed, cont.plan());
-    else
+    } else if (session.mtp() > 0) {
+      rows = session.speculate(s.feed, &drafts);
+      row = 0;
+      take_row();
+      ++r.verify_steps;
+    } else {
       logits = session.step(s.feed);
+    }
   }
   r.tokens = cont.tokens();
   r.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();

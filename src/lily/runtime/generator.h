@@ -30,6 +30,7 @@ struct GenerationResult {
   std::string finish_reason;       // "stop", "length" or "cancelled"
   int64_t prompt_tokens = 0, reused_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  int64_t verify_steps = 0;  // speculative decoding: forward steps that fed a token and its drafts
 };
 
 // `on_text` receives each newly complete piece of text; returning false cancels.

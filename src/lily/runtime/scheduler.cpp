@@ -52,6 +52,7 @@ Scheduler::Scheduler(const Engine& engine, SchedulerOptions opt)
   opt_.prefill_chunk = std::max<int64_t>(c, opt_.prefill_chunk / c * c);
   opt_.checkpoint_every = std::max<int64_t>(c, opt_.checkpoint_every / c * c);
   opt_.max_sequences = std::max<size_t>(1, opt_.max_sequences);
+  if (opt_.mtp > 0) fwd_.keep_mtp(true);  // every state, cached ones included, keeps the head up
   worker_ = cpu::start_thread_without_signals([this] { loop(); });
 }
 
@@ -229,6 +230,7 @@ void Scheduler::decode_all() {
   for (auto& s : slots_)
     if (!s->ended && s->decoding && s->pending >= 0) active.push_back(s.get());
   if (active.empty()) return;
+  if (opt_.mtp > 0) return speculate_all(active);
   const auto t0 = clock_type::now();
   std::vector<int32_t> tokens;
   std::vector<SequenceState*> states;
@@ -242,6 +244,42 @@ void Scheduler::decode_all() {
     std::vector<float> row(logits.begin() + i * V, logits.begin() + (i + 1) * V);
     Continuation::Step st = active[i]->cont.next(row);
     deliver(*active[i], st);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.decode_steps++;
+  stats_.decode_seconds += seconds_since(t0);
+}
+
+void Scheduler::speculate_all(std::vector<Slot*>& active) {
+  // Each sequence's pending token and the head's drafts after it, verified
+  // in one call; a sequence reads its rows while the token it chooses is the
+  // draft the next row followed, then keeps the rows it read.
+  const auto t0 = clock_type::now();
+  std::vector<std::vector<int32_t>> rows, drafts;
+  std::vector<SequenceState*> states;
+  for (Slot* s : active) {
+    drafts.push_back(fwd_.draft(s->state, s->pending, opt_.mtp));
+    rows.push_back({s->pending});
+    rows.back().insert(rows.back().end(), drafts.back().begin(), drafts.back().end());
+    states.push_back(&s->state);
+  }
+  std::vector<Qwen35MoeForward::Undo> undos(active.size());
+  const std::vector<float> logits = fwd_.verify_batch(rows, states, undos);
+  const int64_t V = engine_.model().config().vocab_size;
+  size_t at = 0;
+  for (size_t i = 0; i < active.size(); ++i) {
+    Slot& s = *active[i];
+    int64_t keep = 0;
+    for (size_t r = 0; r < rows[i].size(); ++r) {
+      std::vector<float> row(logits.begin() + static_cast<int64_t>(at + r) * V,
+                             logits.begin() + static_cast<int64_t>(at + r + 1) * V);
+      Continuation::Step st = s.cont.next(row);
+      deliver(s, st);
+      keep = static_cast<int64_t>(r) + 1;
+      if (s.ended || r == drafts[i].size() || st.feed != drafts[i][r]) break;
+    }
+    fwd_.rewind(s.state, undos[i], keep);
+    at += rows[i].size();
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.decode_steps++;

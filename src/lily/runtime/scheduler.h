@@ -68,6 +68,7 @@ struct SchedulerOptions {
   int64_t checkpoint_every = 1024;  // cache a long prompt's state this often (a multiple of 64)
   size_t cache_bytes = size_t(4) << 30;
   bool cache_enabled = true;
+  int64_t mtp = 0;               // speculative decoding: drafts a step from the MTP head (0: off)
 };
 
 class QueueFull : public std::runtime_error {
@@ -98,6 +99,7 @@ class Scheduler {
   void admit();
   bool prefill_some();
   void decode_all();
+  void speculate_all(std::vector<Slot*>& active);
   void finish(Slot& s, const std::string& reason, const std::string& stop_sequence = "");
   void deliver(Slot& s, Continuation::Step& st);
   void drop_ended();

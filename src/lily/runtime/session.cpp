@@ -71,4 +71,29 @@ int32_t Session::feed_pick(std::span<const int32_t> toks, ForwardMode mode, cons
 
 std::vector<float> Session::step(int32_t token) { return feed(std::span<const int32_t>(&token, 1), ForwardMode::Decode); }
 
+void Session::set_mtp(int64_t drafts) {
+  if (drafts < 0 || drafts > kMaxDrafts)
+    throw Error("--mtp takes 0 to " + std::to_string(kMaxDrafts) + " drafts per step, not " + std::to_string(drafts));
+  fwd_.keep_mtp(drafts > 0);
+  mtp_ = drafts;
+  reset();
+  checkpoint_.reset();
+}
+
+std::vector<float> Session::speculate(int32_t token, std::vector<int32_t>* drafts) {
+  if (mtp_ == 0) throw Error("speculate: speculative decoding is off (set_mtp)");
+  *drafts = fwd_.draft(state_, token, mtp_);
+  std::vector<int32_t> rows = {token};
+  rows.insert(rows.end(), drafts->begin(), drafts->end());
+  std::vector<float> logits = fwd_.verify(rows, state_, undo_);
+  tokens_.insert(tokens_.end(), rows.begin(), rows.end());
+  return logits;
+}
+
+void Session::accept(int64_t rows) {
+  fwd_.rewind(state_, undo_, rows);
+  tokens_.resize(tokens_.size() - static_cast<size_t>(undo_.rows - rows));
+  undo_ = {};
+}
+
 }  // namespace lily

@@ -31,6 +31,22 @@ class Session {
   int32_t step_pick(int32_t token, const TokenPick& pick);
   void reset();
 
+  // Speculative decoding with the checkpoint's MTP head: up to `drafts`
+  // tokens drafted per step (0 turns it off). Starts the session afresh,
+  // since the head must be kept up from the first token. Throws lily::Error
+  // where the model has no head or the backend cannot take tokens back.
+  void set_mtp(int64_t drafts);
+  int64_t mtp() const { return mtp_; }
+  static constexpr int64_t kMaxDrafts = 8;
+  // Feeds `token` and the head's drafts after it in one verify step and
+  // returns the logits of every row ([1 + drafts.size(), vocab]): row i is
+  // what step() would return after token and drafts[0..i-1].
+  std::vector<float> speculate(int32_t token, std::vector<int32_t>* drafts);
+  // Keeps the first `rows` rows of the last speculate() (the token and the
+  // drafts that were accepted); the state is then exactly as if step() had
+  // fed just those.
+  void accept(int64_t rows);
+
   size_t reused_tokens() const { return reused_; }  // of the last prefill
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const Model& model() const { return model_; }
@@ -52,6 +68,8 @@ class Session {
   };
   std::optional<Checkpoint> checkpoint_;
   size_t reused_ = 0;
+  int64_t mtp_ = 0;
+  Qwen35MoeForward::Undo undo_;  // of the last speculate()
   bool checkpoint_after_ = false;  // the prompt being prefilled ends at its checkpoint
 };
 

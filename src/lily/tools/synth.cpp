@@ -65,6 +65,8 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
   else if (opt.format == "mlx8") bits = 8;
   else if (opt.format != "bf16") throw Error("--format must be bf16, mlx4, mlx6 or mlx8, got '" + opt.format + "'");
   if (opt.layers < 1 || opt.layers > 40) throw Error("--layers must be between 1 and 40");
+  if (opt.mtp && bits > 0)
+    throw Error("--mtp writes the MTP head of the official release; MLX conversions drop it, so use --format bf16");
   const bool mlx = bits > 0;
   const int gs = 64;
   const int64_t H = 2048, E = 256, I = 512, S = 512, V = opt.vocab;
@@ -102,13 +104,12 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
     vec(base + ".biases", groups, {PlannedTensor::Biases, amp, b});
   };
 
-  matrix(p0 + "embed_tokens", {}, V, H, false);
-  for (int l = 0; l < opt.layers; ++l) {
-    const std::string p = p0 + "layers." + std::to_string(l) + ".";
-    const float norm_base = mlx ? 1.0f : 0.0f;  // MLX stores the +1 of zero-centred norms
+  const float norm_base = mlx ? 1.0f : 0.0f;  // MLX stores the +1 of zero-centred norms
+  // One decoder layer under `p`: gated attention or Gated DeltaNet, then the MoE.
+  auto layer = [&](const std::string& p, bool attention) {
     vec(p + "input_layernorm.weight", {H}, {PlannedTensor::Constant, norm_base});
     vec(p + "post_attention_layernorm.weight", {H}, {PlannedTensor::Constant, norm_base});
-    if (l % 4 == 3) {
+    if (attention) {
       matrix(p + "self_attn.q_proj", {}, 16 * 2 * 256, H, false);
       matrix(p + "self_attn.k_proj", {}, 2 * 256, H, false);
       matrix(p + "self_attn.v_proj", {}, 2 * 256, H, false);
@@ -141,8 +142,17 @@ void write_synth_checkpoint(const std::string& dir, const SynthOptions& opt) {
     matrix(m + "shared_expert.up_proj", {}, S, H, false);
     matrix(m + "shared_expert.down_proj", {}, H, S, false);
     matrix(m + "shared_expert_gate", {}, 1, H, true);
+  };
+
+  matrix(p0 + "embed_tokens", {}, V, H, false);
+  for (int l = 0; l < opt.layers; ++l) layer(p0 + "layers." + std::to_string(l) + ".", l % 4 == 3);
+  if (opt.mtp) {  // the release's MTP head: fc over [norm(embedding) | norm(hidden)], one attention layer
+    matrix("mtp.fc", {}, H, 2 * H, false);
+    for (const char* n : {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight"})
+      vec(n, {H}, {PlannedTensor::Constant, 0.0f});
+    layer("mtp.layers.0.", true);
   }
-  vec(p0 + "norm.weight", {H}, {PlannedTensor::Constant, mlx ? 1.0f : 0.0f});
+  vec(p0 + "norm.weight", {H}, {PlannedTensor::Constant, norm_base});
   matrix(mlx ? "language_model.lm_head" : "lm_head", {}, V, H, false);
 
   // config.json: the release's nested form; MLX adds its quantization block

@@ -15,6 +15,7 @@ struct SynthOptions {
   std::string format;   // bf16 | mlx4 | mlx6 | mlx8
   int64_t vocab = 248320;
   uint64_t seed = 1;
+  bool mtp = false;     // the release's MTP head too (bf16 only)
 };
 
 // Throws lily::Error for a bad format or an unwritable directory.

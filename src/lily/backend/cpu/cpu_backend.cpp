@@ -29,7 +29,8 @@ void need_same_rows(const Tensor& a, const Tensor& b, const char* op) {
 
 }  // namespace
 
-CpuState::CpuState(const StateLayout& l) : layers_(l.delta_layer.size()) {
+CpuState::CpuState(const StateLayout& l)
+    : layers_(l.delta_layer.size()), kv_row_(static_cast<size_t>(l.kv_heads * l.head_dim)) {
   for (size_t i = 0; i < layers_.size(); ++i)
     if (l.delta_layer[i]) {
       layers_[i].conv.assign(static_cast<size_t>(l.conv_rows * l.conv_dim), 0.0f);
@@ -51,6 +52,41 @@ size_t CpuState::bytes() const {
   for (const Layer& l : layers_)
     n += (l.keys.size() + l.values.size() + l.conv.size() + l.recurrent.size()) * sizeof(float);
   return n;
+}
+
+std::unique_ptr<StateStorage> CpuState::clone_recurrent() const {
+  auto c = std::make_unique<CpuState>(StateLayout{});
+  c->layers_.resize(layers_.size());
+  c->kv_row_ = kv_row_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    c->layers_[i].conv = layers_[i].conv;
+    c->layers_[i].recurrent = layers_[i].recurrent;
+  }
+  return c;
+}
+
+void CpuState::restore_recurrent(const StateStorage& from) {
+  const auto* f = dynamic_cast<const CpuState*>(&from);
+  if (f == nullptr || f->layers_.size() != layers_.size())
+    throw Error("restore_recurrent: not a snapshot of a CPU state of this model");
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (f->layers_[i].conv.size() != layers_[i].conv.size() ||
+        f->layers_[i].recurrent.size() != layers_[i].recurrent.size())
+      throw Error("restore_recurrent: layer " + std::to_string(i) + " does not match");
+    std::copy(f->layers_[i].conv.begin(), f->layers_[i].conv.end(), layers_[i].conv.begin());
+    std::copy(f->layers_[i].recurrent.begin(), f->layers_[i].recurrent.end(), layers_[i].recurrent.begin());
+  }
+}
+
+void CpuState::truncate(int64_t layer, int64_t tokens) {
+  if (layer < 0 || layer >= static_cast<int64_t>(layers_.size()) || tokens < 0)
+    throw Error("truncate: no layer " + std::to_string(layer) + " or a negative length");
+  Layer& l = layers_[static_cast<size_t>(layer)];
+  const size_t n = static_cast<size_t>(tokens) * kv_row_;
+  if (n > l.keys.size())
+    throw Error("truncate: layer " + std::to_string(layer) + " holds fewer than " + std::to_string(tokens) + " positions");
+  l.keys.resize(n);
+  l.values.resize(n);
 }
 
 CpuBackend::CpuBackend() : CpuBackend(make_cpu_context()) {}

@@ -80,10 +80,14 @@ class CpuState : public StateStorage {
   std::unique_ptr<StateStorage> clone() const override { return std::make_unique<CpuState>(*this); }
   void reset() override;
   size_t bytes() const override;
+  std::unique_ptr<StateStorage> clone_recurrent() const override;
+  void restore_recurrent(const StateStorage& from) override;
+  void truncate(int64_t layer, int64_t tokens) override;
   Layer& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
 
  private:
   std::vector<Layer> layers_;
+  size_t kv_row_ = 0;  // floats of one position in an attention cache
 };
 
 }  // namespace lily::cpu
