@@ -78,6 +78,25 @@ TEST(Cli, InfoDescribesAGgufFile) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
 }
 
+TEST(Cli, InfoAndBenchSpeakOfTheMtpHead) {
+  const auto info = test::run_lily("info --model " + test::model_dir("tiny-a-mtp"));
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("mtp head:     present"), std::string::npos) << info.out;
+  const auto partial = test::run_lily("info --model " + test::model_dir("tiny-a-release"));
+  EXPECT_NE(partial.out.find("mtp head:     not used: incomplete"), std::string::npos) << partial.out;
+  // bench decodes the same tokens with and without drafts, or fails
+  const auto bench =
+      test::run_lily("bench --model " + test::model_dir("tiny-a-mtp") + " --contexts 24 --decode-steps 12 --mtp 2");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_NE(bench.out.find("mtp 2 @ d24:"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("(same tokens as plain decoding)"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("implied speed at acceptance 0.5:"), std::string::npos) << bench.out;
+  // a model without a head says so
+  const auto none = test::run_lily("run " + test::tiny_model_dir() + " hi --max-tokens 2 --mtp 2");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("has no MTP head"), std::string::npos) << none.err;
+}
+
 TEST(Cli, QuantizeWritesAGgufThatRunsWithItsOwnTokenizer) {
   // The bundled model as one GGUF file: its tokenizer and chat template travel
   // in the metadata, and the same prompt gives the same greedy answer.

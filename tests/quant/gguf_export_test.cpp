@@ -202,6 +202,48 @@ TEST(GgufExport, TheFileGivesTheLogitsOfItsCheckpoint) {
   }
 }
 
+// The MTP head goes into the file as llama.cpp's MTP GGUFs carry it (block
+// L with nextn.* tensors, block_count L + 1, nextn_predict_layers 1) and
+// comes back with the values of the checkpoint's head.
+TEST(GgufExport, TheMtpHeadTravelsWithTheFile) {
+  test::TempDir dir;
+  auto source = Model::load(test::model_dir("tiny-a-mtp"));
+  const std::string out = (dir.path() / "mtp.gguf").string();
+  quant::export_gguf(test::model_dir("tiny-a-mtp"), out, {"f32"});
+  auto gguf = Model::load(out);
+  ASSERT_TRUE(gguf->weights().mtp.has_value());
+  EXPECT_EQ(gguf->config().num_layers, source->config().num_layers);
+  EXPECT_EQ(gguf->gguf()->find("qwen35moe.nextn_predict_layers")->as_int("n"), 1);
+  const MtpWeights &a = *gguf->weights().mtp, &b = *source->weights().mtp;
+  auto rows = [](const Matrix& m) {
+    std::vector<float> v(static_cast<size_t>(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) m.row_to_float(r, v.data() + r * m.cols);
+    return v;
+  };
+  auto values = [](const Vector& v) { return std::vector<float>(v.data(), v.data() + v.size()); };
+  EXPECT_EQ(rows(a.fc), rows(b.fc));
+  EXPECT_EQ(values(a.embed_norm), values(b.embed_norm));
+  EXPECT_EQ(values(a.hidden_norm), values(b.hidden_norm));
+  EXPECT_EQ(values(a.final_norm), values(b.final_norm));
+  EXPECT_EQ(values(a.layer.input_norm), values(b.layer.input_norm));
+  EXPECT_EQ(rows(a.layer.attn.q), rows(b.layer.attn.q));
+  EXPECT_EQ(rows(a.layer.attn.o), rows(b.layer.attn.o));
+  EXPECT_EQ(values(a.layer.attn.k_norm), values(b.layer.attn.k_norm));
+  EXPECT_EQ(rows(a.layer.moe.router), rows(b.layer.moe.router));
+  for (size_t e = 0; e < b.layer.moe.gate.size(); ++e) {
+    EXPECT_EQ(rows(a.layer.moe.gate[e]), rows(b.layer.moe.gate[e]));
+    EXPECT_EQ(rows(a.layer.moe.down[e]), rows(b.layer.moe.down[e]));
+  }
+  EXPECT_EQ(rows(a.layer.moe.shared_expert_gate), rows(b.layer.moe.shared_expert_gate));
+  // and speculative decoding runs on it
+  Qwen35MoeForward fwd(*gguf);
+  fwd.keep_mtp(true);
+  SequenceState s = fwd.new_state();
+  fwd.forward(test::load_reference(test::model_dir("tiny-a")).prompts[2].tokens, s, LogitsFor::LastPosition,
+              ForwardMode::Prompt);
+  EXPECT_EQ(fwd.draft(s, 5, 2).size(), 2u);
+}
+
 TEST(GgufExport, TheMixFallsBackWhereRowsDoNotSplitIntoItsBlocks) {
   // tiny-a's rows are 64, 32 and 48 wide: no 256-element K-quant block fits,
   // so q4_k_m writes Q8_0 where 32 divides the row and F32 where it does not.
