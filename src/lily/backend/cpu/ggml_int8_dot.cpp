@@ -243,9 +243,9 @@ void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inpu
     if (k_format(W)) {
       return vnni512::dot_tile_k<1>(W, r0, n, &in, out, ahead);
     }
-    return vnni::dot_rows(W, r0, n, in, out, ahead);
+    return vnni::dot_tile<1>(W, r0, n, &in, out, ahead);
   }
-  if (k == int8::Kernel::Avx2) return avx2::dot_rows(W, r0, n, in, out, ahead);
+  if (k == int8::Kernel::Avx2) return avx2::dot_tile<1>(W, r0, n, &in, out, ahead);
 #endif
   (void)r0, (void)n, (void)in, (void)out, (void)ahead;
   throw Error("ggml int8 dot_rows: no int8 kernel in this context");
@@ -255,8 +255,15 @@ void dot_tile(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inpu
               int64_t ahead) {
   int64_t t = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (k == int8::Kernel::Vnni && supports(W) && k_format(W))
-    for (; t + 2 <= nt; t += 2) vnni512::dot_tile_k<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+  // pairs of inputs meet each decoded block: the unpacking is paid once for both
+  if (supports(W)) {
+    if (k == int8::Kernel::Vnni && k_format(W))
+      for (; t + 2 <= nt; t += 2) vnni512::dot_tile_k<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+    else if (k == int8::Kernel::Vnni)
+      for (; t + 2 <= nt; t += 2) vnni::dot_tile<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+    else if (k == int8::Kernel::Avx2)
+      for (; t + 2 <= nt; t += 2) avx2::dot_tile<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+  }
 #endif
   for (; t < nt; ++t) dot_rows(k, W, r0, n, in[t], out + 4 * t, t == 0 ? ahead : 0);
 }

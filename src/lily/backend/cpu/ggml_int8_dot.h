@@ -39,9 +39,10 @@ Input quantize_input(Isa isa, const float* x, int64_t cols);
 // each row's bytes that far ahead (and five times as far into L2).
 void dot_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
 
-// The prompt form: out[t * 4 + i] = row (r0 + i) . in[t] for t < nt, each
-// block of the rows decoded once for a pair of inputs where the format has
-// such a kernel. Every result equals what dot_rows gives for its input alone.
+// The prompt (and verify) form: out[t * 4 + i] = row (r0 + i) . in[t] for
+// t < nt, each block of the rows decoded once for a pair of inputs (with
+// AVX2 and AVX-512 VNNI alike). Every result equals what dot_rows gives for
+// its input alone.
 void dot_tile(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t nt, float* out,
               int64_t ahead = 0);
 
