@@ -95,11 +95,13 @@ struct GgufMatrix {
     bytes.resize(static_cast<size_t>(R * C / elems * block));
     std::mt19937 rng(1);
     for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-    const int scale_at = type == GgmlType::Q6_K ? 208 : 0;  // f16 d (Q4_K/Q5_K: d and dmin at 0 and 2)
+    // where the f16 d lies (and dmin beside it for Q2_K, Q4_K and Q5_K)
+    const int scale_at = type == GgmlType::Q6_K ? 208 : type == GgmlType::Q3_K ? 108 : type == GgmlType::Q2_K ? 80 : 0;
+    const bool dmin = type == GgmlType::Q2_K || type == GgmlType::Q4_K || type == GgmlType::Q5_K;
     for (size_t k = 0; k < bytes.size(); k += static_cast<size_t>(block)) {
       const uint16_t h = float_to_f16(0.01f);
       std::memcpy(&bytes[k + scale_at], &h, 2);
-      if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) std::memcpy(&bytes[k + 2], &h, 2);
+      if (dmin) std::memcpy(&bytes[k + scale_at + 2], &h, 2);
     }
     m = Matrix{DType::U8, bytes.data(), R, C};
     m.ggml_type = static_cast<int>(type);
@@ -107,10 +109,11 @@ struct GgufMatrix {
 };
 
 // GGUF block formats on the int8 decode path, read where they lie. Third
-// argument: the ggml type number (2 Q4_0, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
+// argument: the ggml type number (2 Q4_0, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K,
+// 13 Q5_K, 14 Q6_K, 23 IQ4_XS); a fourth, 0, takes the float path instead.
 void BM_DecodeGguf(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1);
-  const auto ctx = context(state, true);
+  const auto ctx = context(state, state.range(3) != 0);
   if (!ctx) return;
   const GgufMatrix w(R, C, static_cast<GgmlType>(state.range(2)));
   std::vector<float> x(static_cast<size_t>(C), 0.5f), y(static_cast<size_t>(R));
@@ -121,12 +124,18 @@ void BM_DecodeGguf(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.bytes.size()));
 }
 BENCHMARK(BM_DecodeGguf)
-    ->Args({65536, 2048, 12})
-    ->Args({65536, 2048, 14})
-    ->Args({65536, 2048, 13})
-    ->Args({65536, 2048, 8})
-    ->Args({65536, 2048, 2})
-    ->Args({512, 2048, 12})
+    ->Args({65536, 2048, 12, 1})
+    ->Args({65536, 2048, 14, 1})
+    ->Args({65536, 2048, 13, 1})
+    ->Args({65536, 2048, 8, 1})
+    ->Args({65536, 2048, 2, 1})
+    ->Args({65536, 2048, 10, 1})
+    ->Args({65536, 2048, 11, 1})
+    ->Args({65536, 2048, 23, 1})
+    ->Args({65536, 2048, 10, 0})
+    ->Args({65536, 2048, 11, 0})
+    ->Args({65536, 2048, 23, 0})
+    ->Args({512, 2048, 12, 1})
     ->UseRealTime();
 
 // What a plain read of the same bytes costs: the roofline of the decode products.

@@ -34,6 +34,9 @@ const Format kFormats[] = {
     {GgmlType::Q4_K, 256, 144, {0, 2}, 16, 144},
     {GgmlType::Q5_K, 256, 176, {0, 2}, 16, 176},
     {GgmlType::Q6_K, 256, 210, {208}, 0, 0},
+    {GgmlType::Q2_K, 256, 84, {80, 82}, 16, 80},
+    {GgmlType::Q3_K, 256, 110, {108}, 0, 0},
+    {GgmlType::IQ4_XS, 256, 136, {0}, 0, 0},
 };
 
 // Rows of random blocks with their f16 scales set to small random values.
@@ -155,11 +158,12 @@ TEST(GgmlInt8Dot, ShortRowBlocksAndBatchedProducts) {
 
 TEST(GgmlInt8Dot, TakesTheBlockFormatsItHasKernelsFor) {
   Matrix m{DType::U8, nullptr, 4, 256};
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     m.ggml_type = static_cast<int>(t);
     EXPECT_TRUE(ggml_int8::supports(m)) << ggml_type_name(t);
   }
-  m.ggml_type = static_cast<int>(GgmlType::IQ4_XS);
+  m.ggml_type = static_cast<int>(GgmlType::IQ4_NL);  // no kernel: the float path
   EXPECT_FALSE(ggml_int8::supports(m));
   m.ggml_type = static_cast<int>(GgmlType::Q4_K);
   m.cols = 288;  // not whole super-blocks

@@ -17,9 +17,12 @@ bool supports(const Matrix& W) {
   switch (static_cast<GgmlType>(W.ggml_type)) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0: return W.cols % 32 == 0;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return W.cols % 256 == 0;
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return W.cols % 256 == 0;
     default: return false;
   }
 }
@@ -33,6 +36,12 @@ Input quantize_input(Isa isa, const float* x, int64_t cols) {
   for (int64_t i = 0; i < cols / 4; ++i) {
     in.sum4[i] = q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
     in.sum4_x32[i] = -32 * in.sum4[i];
+  }
+  in.sum16.resize(static_cast<size_t>(cols / 16));
+  for (int64_t k = 0; k < cols / 16; ++k) {  // exact, as the group sums are: Q2_K's mins meet them
+    float acc = 0;
+    for (int64_t c = 16 * k; c < 16 * k + 16; ++c) acc += x[c];
+    in.sum16[static_cast<size_t>(k)] = acc;
   }
   if (cols % 256 == 0) {
     in.steps_sums.resize(static_cast<size_t>(cols / 16));

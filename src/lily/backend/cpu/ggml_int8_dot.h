@@ -1,6 +1,6 @@
 // Decode products of GGUF block formats with int8 activations: the rows are
-// read where they lie in the file, in ggml's own blocks (Q4_0, Q8_0, Q4_K,
-// Q5_K, Q6_K), and each block's codes meet the input through byte dot
+// read where they lie in the file, in ggml's own blocks (Q4_0, Q8_0, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), and each block's codes meet the input through byte dot
 // products, its scales and mins applied per sub-block afterwards. The input
 // is rounded in groups of 32 (the sub-block of every one of these formats),
 // so the error bound is that of the MLX int8 path at group size 32: at most
@@ -29,6 +29,7 @@ struct Input {
   int8::Input rounded;              // q [cols], step and sum [cols / 32]
   std::vector<int32_t> sum4;        // [cols / 4]
   std::vector<int32_t> sum4_x32;    // -32 x sum4: where Q6_K's accumulators start
+  std::vector<float> sum16;         // [cols / 16]: exact sums of each 16 float inputs (Q2_K's mins)
   // Per 256 inputs (when cols is a multiple): the eight steps then the eight
   // sums (Q4_K, Q5_K), and each step twice (Q6_K's sub-blocks of 16).
   std::vector<float> steps_sums, steps_twice;
