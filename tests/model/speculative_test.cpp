@@ -5,6 +5,7 @@
 // and recurrent states, the KV caches, the MTP head's own cache).
 #include <gtest/gtest.h>
 
+#include "lily/backend/backend_factory.h"
 #include "lily/backend/cpu/cpu_backend.h"
 #include "lily/error.h"
 #include "lily/model/qwen35moe.h"
@@ -15,11 +16,22 @@ namespace {
 
 class Speculative : public ::testing::TestWithParam<std::string> {
  protected:
+  // "NAME+int8": int8 inputs on the CPU; "NAME+cuda" / "NAME+cuda_f32": the
+  // GPU with bf16 / fp32 activations (skipped without one).
   void SetUp() override {
-    const bool int8 = GetParam().find("+int8") != std::string::npos;
-    if (int8 && cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "this CPU has no int8 kernel";
-    backend_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(cpu::best_isa(), int8));
-    const std::string name = GetParam().substr(0, GetParam().find('+'));
+    const std::string param = GetParam(), how = param.find('+') == std::string::npos ? "" : param.substr(param.find('+') + 1);
+    if (how.rfind("cuda", 0) == 0) {
+      std::string why;
+      if (!device_available(Device::Cuda, &why)) GTEST_SKIP() << "no GPU backend here: " << why;
+      BackendOptions o;
+      o.float_activations = how == "cuda_f32";
+      backend_ = make_backend(Device::Cuda, o);
+    } else {
+      const bool int8 = how == "int8";
+      if (int8 && cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "this CPU has no int8 kernel";
+      backend_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(cpu::best_isa(), int8));
+    }
+    const std::string name = param.substr(0, param.find('+'));
     model_ = Model::load(test::model_dir(name));
     // the prompts of the model a fixture was made from
     prompt_ = test::load_reference(test::model_dir(name.substr(0, name.find('-', 5)))).prompts[5].tokens;
@@ -69,6 +81,33 @@ TEST_P(Speculative, TakingRowsBackLeavesTheStateOfTheKeptStepsAlone) {
   }
 }
 
+// The head kept up over a prompt, drafting and then a verify and rewind:
+// with the head on, the model's own logits are those without it.
+TEST_P(Speculative, KeepingTheHeadUpChangesNoLogitOfTheModel) {
+  if (!model_->weights().mtp) GTEST_SKIP() << "no MTP head in this fixture";
+  Qwen35MoeForward plain(*model_, backend_), with(*model_, backend_);
+  with.keep_mtp(true);
+  SequenceState a = plain.new_state(), b = with.new_state();
+  EXPECT_EQ(plain.forward(prompt_, a, LogitsFor::LastPosition, ForwardMode::Prompt),
+            with.forward(prompt_, b, LogitsFor::LastPosition, ForwardMode::Prompt));
+  const std::vector<int32_t> d = with.draft(b, 9, 3);
+  ASSERT_EQ(d.size(), 3u);
+  std::vector<int32_t> rows = {9};
+  rows.insert(rows.end(), d.begin(), d.end());
+  const auto want = steps(plain, a, rows);
+  Qwen35MoeForward::Undo undo;
+  const auto got = with.verify(rows, b, undo);
+  const size_t V = static_cast<size_t>(model_->config().vocab_size);
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_TRUE(std::equal(want[i].begin(), want[i].end(), got.begin() + static_cast<int64_t>(i * V))) << "row " << i;
+  with.rewind(b, undo, 2);
+  SequenceState c = plain.new_state();
+  plain.forward(prompt_, c, LogitsFor::LastPosition, ForwardMode::Prompt);
+  steps(plain, c, {rows[0], rows[1]});
+  EXPECT_EQ(steps(with, b, {5, 6}), steps(plain, c, {5, 6}));
+  EXPECT_EQ(with.draft(b, 7, 2).size(), 2u);
+}
+
 TEST_P(Speculative, ARewindIsRefusedOnceTheStateHasMoved) {
   Qwen35MoeForward fwd(*model_, backend_);
   SequenceState s = fwd.new_state();
@@ -82,7 +121,8 @@ TEST_P(Speculative, ARewindIsRefusedOnceTheStateHasMoved) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Speculative,
-                         ::testing::Values("tiny-a", "tiny-a-mtp", "tiny-a-mlx4+int8", "tiny-b"),
+                         ::testing::Values("tiny-a", "tiny-a-mtp", "tiny-a-mlx4+int8", "tiny-b", "tiny-a-mtp+cuda",
+                                           "tiny-a-mtp+cuda_f32", "tiny-a-mlx4+cuda"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

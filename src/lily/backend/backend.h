@@ -52,6 +52,8 @@ class StateStorage {
   virtual void restore_recurrent(const StateStorage& from) { (void)from, throw_untakeable(); }
   // Attention layer `layer`'s cache keeps its first `tokens` positions.
   virtual void truncate(int64_t layer, int64_t tokens) { (void)layer, (void)tokens, throw_untakeable(); }
+  // Layers of the layout it was made for.
+  virtual int64_t layer_count() const = 0;
 
  private:
   [[noreturn]] static void throw_untakeable();

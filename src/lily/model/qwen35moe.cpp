@@ -82,11 +82,14 @@ Qwen35MoeForward::Qwen35MoeForward(const Model& model, std::shared_ptr<Backend> 
     experts_.push_back({&m.router, m.gate, m.up, m.down, &m.shared_gate, &m.shared_up, &m.shared_down,
                         &m.shared_expert_gate});
   }
-  // the MTP head's attention layer keeps its cache as layer num_layers
-  if (weights_.mtp) layout_.delta_layer.push_back(false);
 }
 
-SequenceState Qwen35MoeForward::new_state() const { return SequenceState(backend_->new_state(layout_)); }
+SequenceState Qwen35MoeForward::new_state() const {
+  if (!keep_mtp_) return SequenceState(backend_->new_state(layout_));
+  StateLayout with_head = layout_;
+  with_head.delta_layer.push_back(false);  // the MTP head's attention cache, as layer num_layers
+  return SequenceState(backend_->new_state(with_head));
+}
 
 void Qwen35MoeForward::check_tokens(std::span<const int32_t> tokens) const {
   const int64_t V = cfg_.vocab_size;
@@ -157,7 +160,9 @@ Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<c
   for (const Segment& s : segs) seqs.push_back({&s.state->storage(), s.row, s.rows, s.state->position()});
   if (keep_mtp_)
     for (const Segment& s : segs)
-      if (s.state->position() > 0 && s.state->mtp_hidden().size() != static_cast<size_t>(cfg_.hidden_size))
+      if (s.state->storage().layer_count() <= cfg_.num_layers)
+        throw Error("this sequence state was made before the MTP head was kept up: it has no room for the head's cache");
+      else if (s.state->position() > 0 && s.state->mtp_hidden().size() != static_cast<size_t>(cfg_.hidden_size))
         throw Error("the MTP head was not kept up over this sequence's first " + std::to_string(s.state->position()) +
                     " tokens (they were consumed with speculative decoding off)");
   const bool want_hidden = keep_mtp_ || hidden != nullptr;
@@ -280,8 +285,6 @@ void Qwen35MoeForward::keep_mtp(bool on) {
                     ? "this checkpoint has no MTP head (mtp.* tensors): speculative decoding needs the official "
                       "release layout or an MTP GGUF; MLX conversions drop the head"
                     : "this checkpoint's MTP head is " + model_.report().mtp_note + ": no speculative decoding");
-  if (on && backend_->device() != Device::Cpu)
-    throw Error("speculative decoding with the MTP head runs on the CPU backend so far, not on " + backend_->describe());
   keep_mtp_ = on;
 }
 

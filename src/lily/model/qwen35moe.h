@@ -65,8 +65,9 @@ class Qwen35MoeForward {
   bool has_mtp() const { return weights_.mtp.has_value(); }
   // From now on every call that consumes rows also writes the head's cache
   // entries for them (only its attention inputs: cheap), so a draft can
-  // start after any prefix, a resumed one included. Throws lily::Error where
-  // the checkpoint has no head.
+  // start after any prefix, a resumed one included. States made from then
+  // on have room for the head's cache; those made before are refused.
+  // Throws lily::Error where the checkpoint has no head.
   void keep_mtp(bool on);
   bool keeps_mtp() const { return keep_mtp_; }
   // Up to `k` greedy drafts of the tokens after `next`, the token about to

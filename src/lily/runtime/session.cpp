@@ -76,7 +76,8 @@ void Session::set_mtp(int64_t drafts) {
     throw Error("--mtp takes 0 to " + std::to_string(kMaxDrafts) + " drafts per step, not " + std::to_string(drafts));
   fwd_.keep_mtp(drafts > 0);
   mtp_ = drafts;
-  reset();
+  state_ = fwd_.new_state();  // with room for the head's cache, or without
+  tokens_.clear();
   checkpoint_.reset();
 }
 

@@ -83,6 +83,7 @@ class CpuState : public StateStorage {
   std::unique_ptr<StateStorage> clone_recurrent() const override;
   void restore_recurrent(const StateStorage& from) override;
   void truncate(int64_t layer, int64_t tokens) override;
+  int64_t layer_count() const override { return static_cast<int64_t>(layers_.size()); }
   Layer& layer(int64_t i) { return layers_[static_cast<size_t>(i)]; }
 
  private:

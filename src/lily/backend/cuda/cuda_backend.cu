@@ -190,6 +190,48 @@ class CudaState : public StateStorage {
     }
     return c;
   }
+  std::unique_ptr<StateStorage> clone_recurrent() const override {
+    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, kv_row_, stream_));
+    c->layers_.resize(layers_.size());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& a = layers_[i];
+      Layer& b = c->layers_[i];
+      b.conv_n = a.conv_n;
+      b.recurrent_n = a.recurrent_n;
+      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n * sizeof(float));
+      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n * sizeof(float));
+    }
+    return c;
+  }
+  void restore_recurrent(const StateStorage& from) override {
+    const auto* f = dynamic_cast<const CudaState*>(&from);
+    if (f == nullptr || f->layers_.size() != layers_.size())
+      throw Error("restore_recurrent: not a snapshot of a GPU state of this model");
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& a = f->layers_[i];
+      Layer& b = layers_[i];
+      if (a.conv_n != b.conv_n || a.recurrent_n != b.recurrent_n)
+        throw Error("restore_recurrent: layer " + std::to_string(i) + " does not match");
+      if (b.conv)
+        check(copy_async(b.conv.get(), a.conv.get(), b.conv_n * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+              "state restore");
+      if (b.recurrent)
+        check(copy_async(b.recurrent.get(), a.recurrent.get(), b.recurrent_n * sizeof(float),
+                         cudaMemcpyDeviceToDevice, stream_),
+              "state restore");
+    }
+  }
+  void truncate(int64_t layer, int64_t tokens) override {
+    if (layer < 0 || layer >= layer_count() || tokens < 0)
+      throw Error("truncate: no layer " + std::to_string(layer) + " or a negative length");
+    Layer& l = layers_[static_cast<size_t>(layer)];
+    const size_t n = static_cast<size_t>(tokens) * kv_row_;
+    if (l.recurrent) return;
+    if (n > l.keys.used)
+      throw Error("truncate: layer " + std::to_string(layer) + " holds fewer than " + std::to_string(tokens) + " positions");
+    l.keys.used = l.values.used = n;
+  }
+  int64_t layer_count() const override { return static_cast<int64_t>(layers_.size()); }
   void reset() override {
     for (Layer& l : layers_) {
       if (l.conv) check(cudaMemsetAsync(l.conv.get(), 0, l.conv_n * sizeof(float), stream_), "state reset");
@@ -236,6 +278,12 @@ class CudaState : public StateStorage {
   void set_length(int64_t rows) {
     for (Layer& l : layers_)
       if (!l.recurrent) l.keys.used = l.values.used = static_cast<size_t>(rows) * kv_row_;
+  }
+  // Attention layer `layer`'s cache holds positions 0..rows-1 now (the MTP
+  // head's layer runs a position behind the model's).
+  void set_length(int64_t layer, int64_t rows) {
+    Layer& l = layers_[static_cast<size_t>(layer)];
+    l.keys.used = l.values.used = static_cast<size_t>(rows) * kv_row_;
   }
   // Positions the caches have room for (the most an int64 holds where there are none).
   int64_t capacity_rows() const {
@@ -672,7 +720,7 @@ class CudaBackend : public Backend {
         CudaState& st = state_of(sq);
         // a recording's caches were made big enough before it began (decode_step)
         if (!st.reserve(sq.position + sq.rows, !recording_)) throw Error("a KV cache would move inside a recorded step");
-        st.set_length(sq.position + sq.rows);
+        st.set_length(layer, sq.position + sq.rows);
         CudaState::Layer& L = st.layer(layer);
         auto* K = static_cast<A*>(L.keys.mem.get());
         auto* V = static_cast<A*>(L.values.mem.get());
