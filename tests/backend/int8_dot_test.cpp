@@ -39,6 +39,11 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
               matmul(ctx, x.data() + t * C, 1, qw.m, one.data(), Rows::Tokens);
               EXPECT_TRUE(std::equal(one.begin(), one.end(), y.begin() + t * R)) << "a batched row differs";
             }
+            if (k == int8::Kernel::Avx2) {  // AVX2 prompts: pairs of tokens per unpacked chunk, each as alone
+              std::vector<float> prompt(T * R);
+              matmul(ctx, x.data(), T, qw.m, prompt.data(), Rows::Prompt);
+              EXPECT_TRUE(prompt == y) << "a prompt's row differs from the token's";
+            }
             EXPECT_TRUE(test::within_int8_rounding(qw.m, x.data(), T, y.data()))
                 << (k == int8::Kernel::Vnni ? "VNNI " : "AVX2 ") << isa_name(isa) << " " << dtype_name(sd) << " bits " << bits << " gs " << gs
                 << " C " << C;

@@ -196,84 +196,110 @@ LILY_AVX2 inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
-template <int Bits, int GB, DType S>
-LILY_AVX2 void dot_rows_avx2(const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
+// NT inputs (one for a decode step, two for a pair of a prompt's tokens)
+// meet each 32-byte chunk of the rows, unpacked once; each input keeps
+// accumulators of its own updated as for it alone, so a result does not
+// depend on how many share the call.
+template <int Bits, int GB, DType S, int NT>
+LILY_AVX2 void dot_rows_avx2(const Matrix& W, int64_t r0, int64_t n, const Input* in, float* out, int64_t ahead) {
   const int64_t cols = W.cols, groups = cols / W.group_size, row_bytes = cols * Bits / 8;
   constexpr int64_t sbytes = S == DType::F32 ? 4 : 2;
   constexpr int64_t kMaxGroups = 256;  // rows of up to 16384 inputs in groups of 64
-  alignas(32) float cs[4][kMaxGroups];
-  float bias[4];
+  alignas(32) float cs[NT][4][kMaxGroups];
+  float bias[NT][4];
   const uint8_t* q[4];
   for (int64_t i = 0; i < 4; ++i) {
     const int64_t r = r0 + std::min(i, n - 1);  // a short block repeats its last row
     q[i] = static_cast<const uint8_t*>(W.data) + r * row_bytes;
     const uint8_t* sc = static_cast<const uint8_t*>(W.scales) + r * groups * sbytes;
     const uint8_t* bi = static_cast<const uint8_t*>(W.biases) + r * groups * sbytes;
-    __m256 b = _mm256_setzero_ps();
-    int64_t g = 0;
-    for (; g + 8 <= groups; g += 8) {
-      _mm256_store_ps(cs[i] + g, _mm256_mul_ps(load8<S>(sc, g), _mm256_loadu_ps(in.step.data() + g)));
-      b = _mm256_fmadd_ps(load8<S>(bi, g), _mm256_loadu_ps(in.sum.data() + g), b);
+    for (int t = 0; t < NT; ++t) {
+      __m256 b = _mm256_setzero_ps();
+      int64_t g = 0;
+      for (; g + 8 <= groups; g += 8) {
+        _mm256_store_ps(cs[t][i] + g, _mm256_mul_ps(load8<S>(sc, g), _mm256_loadu_ps(in[t].step.data() + g)));
+        b = _mm256_fmadd_ps(load8<S>(bi, g), _mm256_loadu_ps(in[t].sum.data() + g), b);
+      }
+      float tail = 0.f;
+      for (; g < groups; ++g) {
+        float s1, b1;
+        convert_to_float(S, sc + g * sbytes, &s1, 1);
+        convert_to_float(S, bi + g * sbytes, &b1, 1);
+        cs[t][i][g] = s1 * in[t].step[g];
+        tail += b1 * in[t].sum[g];
+      }
+      bias[t][i] = hsum8(b) + tail;
     }
-    float tail = 0.f;
-    for (; g < groups; ++g) {
-      float s1, b1;
-      convert_to_float(S, sc + g * sbytes, &s1, 1);
-      convert_to_float(S, bi + g * sbytes, &b1, 1);
-      cs[i][g] = s1 * in.step[g];
-      tail += b1 * in.sum[g];
-    }
-    bias[i] = hsum8(b) + tail;
   }
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 tot[4];
-  for (auto& t : tot) t = _mm256_setzero_ps();
-  const int8_t* xe = in.q.data();
-  const int8_t* xo = in.q.data() + cols / 2;
+  __m256 tot[NT][4];
+  for (auto& row : tot)
+    for (auto& t : row) t = _mm256_setzero_ps();
   const int64_t bytes = Bits == 4 ? cols / 2 : cols;
   for (int64_t at = 0; at < bytes; at += 32) {
     const int64_t g = at / GB;
-    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + at));
-    const __m256i o = Bits == 4 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + at)) : e;
+    __m256i e[NT], o[NT];
+    for (int t = 0; t < NT; ++t) {
+      e[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + at));
+      o[t] = Bits == 4 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + cols / 2 + at)) : e[t];
+    }
     for (int i = 0; i < 4; ++i) {
       if (ahead && at % 64 == 0) {  // a line per row every other step: into L2 far ahead, into L1 near
         _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + 5 * ahead, _MM_HINT_T2);
         _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + ahead, _MM_HINT_T0);
       }
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + at));
-      __m256i s32;
       if constexpr (Bits == 4) {
-        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(b, low), e);
-        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 4), low), o);
-        s32 = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+        const __m256i wl = _mm256_and_si256(b, low), wh = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i lo = _mm256_maddubs_epi16(wl, e[t]);
+          const __m256i hi = _mm256_maddubs_epi16(wh, o[t]);
+          const __m256i s32 = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+          tot[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[t][i] + g), tot[t][i]);
+        }
       } else {
         const __m256i w0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
         const __m256i w1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(b, 1));
-        const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(e));
-        const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(e, 1));
-        s32 = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(e[t]));
+          const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(e[t], 1));
+          const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+          tot[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[t][i] + g), tot[t][i]);
+        }
       }
-      tot[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[i] + g), tot[i]);
     }
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = hsum8(tot[i]) + bias[i];
+  for (int t = 0; t < NT; ++t)
+    for (int64_t i = 0; i < n; ++i) out[t * 4 + i] = hsum8(tot[t][i]) + bias[t][i];
 }
 
-template <int Bits, int GB>
-void dot_rows_by_scale(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
-  const bool vnni = k == Kernel::Vnni;
-  switch (W.scale_dtype) {
-    case DType::BF16:
-      return vnni ? dot_rows_vnni<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead)
-                  : dot_rows_avx2<Bits, GB, DType::BF16>(W, r0, n, in, out, ahead);
-    case DType::F16:
-      return vnni ? dot_rows_vnni<Bits, GB, DType::F16>(W, r0, n, in, out, ahead)
-                  : dot_rows_avx2<Bits, GB, DType::F16>(W, r0, n, in, out, ahead);
-    default:
-      return vnni ? dot_rows_vnni<Bits, GB, DType::F32>(W, r0, n, in, out, ahead)
-                  : dot_rows_avx2<Bits, GB, DType::F32>(W, r0, n, in, out, ahead);
+template <int Bits, int GB, int NT>
+void dot_rows_by_scale(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, float* out, int64_t ahead) {
+  if (k == Kernel::Vnni) {  // one input at a time: prompts take the VNNI tiles (int8_tile)
+    for (int t = 0; t < NT; ++t) {
+      switch (W.scale_dtype) {
+        case DType::BF16: dot_rows_vnni<Bits, GB, DType::BF16>(W, r0, n, in[t], out + 4 * t, ahead); break;
+        case DType::F16: dot_rows_vnni<Bits, GB, DType::F16>(W, r0, n, in[t], out + 4 * t, ahead); break;
+        default: dot_rows_vnni<Bits, GB, DType::F32>(W, r0, n, in[t], out + 4 * t, ahead); break;
+      }
+    }
+    return;
   }
+  switch (W.scale_dtype) {
+    case DType::BF16: return dot_rows_avx2<Bits, GB, DType::BF16, NT>(W, r0, n, in, out, ahead);
+    case DType::F16: return dot_rows_avx2<Bits, GB, DType::F16, NT>(W, r0, n, in, out, ahead);
+    default: return dot_rows_avx2<Bits, GB, DType::F32, NT>(W, r0, n, in, out, ahead);
+  }
+}
+
+template <int NT>
+void dot_rows_n(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, float* out, int64_t ahead) {
+  const int gb = W.bits * W.group_size / 8;
+  if (W.bits == 4 && gb == 32) return dot_rows_by_scale<4, 32, NT>(k, W, r0, n, in, out, ahead);
+  if (W.bits == 4) return dot_rows_by_scale<4, 64, NT>(k, W, r0, n, in, out, ahead);
+  if (gb == 64) return dot_rows_by_scale<8, 64, NT>(k, W, r0, n, in, out, ahead);
+  return dot_rows_by_scale<8, 128, NT>(k, W, r0, n, in, out, ahead);
 }
 }  // namespace
 #endif
@@ -281,14 +307,22 @@ void dot_rows_by_scale(Kernel k, const Matrix& W, int64_t r0, int64_t n, const I
 void dot_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead) {
   if (k == Kernel::None) throw Error("int8 dot_rows: no int8 kernel in this context");
 #if defined(__x86_64__) && defined(__GNUC__)
-  const int gb = W.bits * W.group_size / 8;
-  if (W.bits == 4 && gb == 32) return dot_rows_by_scale<4, 32>(k, W, r0, n, in, out, ahead);
-  if (W.bits == 4) return dot_rows_by_scale<4, 64>(k, W, r0, n, in, out, ahead);
-  if (gb == 64) return dot_rows_by_scale<8, 64>(k, W, r0, n, in, out, ahead);
-  return dot_rows_by_scale<8, 128>(k, W, r0, n, in, out, ahead);
+  dot_rows_n<1>(k, W, r0, n, &in, out, ahead);
 #else
   (void)W, (void)r0, (void)in, (void)ahead, (void)n, (void)out;
   throw Error("int8 dot_rows: no int8 kernel in this build");
+#endif
+}
+
+void dot_tile(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t nt, float* out, int64_t ahead) {
+  if (k == Kernel::None) throw Error("int8 dot_tile: no int8 kernel in this context");
+#if defined(__x86_64__) && defined(__GNUC__)
+  int64_t t = 0;
+  for (; t + 2 <= nt; t += 2) dot_rows_n<2>(k, W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+  for (; t < nt; ++t) dot_rows_n<1>(k, W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+#else
+  (void)W, (void)r0, (void)in, (void)ahead, (void)n, (void)out, (void)nt;
+  throw Error("int8 dot_tile: no int8 kernel in this build");
 #endif
 }
 

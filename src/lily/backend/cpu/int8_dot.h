@@ -45,5 +45,10 @@ Input quantize_input(Isa isa, const float* x, int64_t cols, int group_size, bool
 // row's bytes that far past it into L1, and five times as far into L2, as
 // the loop goes.
 void dot_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in, float* out, int64_t ahead = 0);
+// The same for nt inputs: out[t * 4 + i] = row (r0 + i) . in[t]. With AVX2
+// a pair of inputs meets each chunk of the rows, unpacked once; every
+// result equals what dot_rows gives its input alone.
+void dot_tile(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t nt, float* out,
+              int64_t ahead = 0);
 
 }  // namespace lily::cpu::int8

@@ -164,7 +164,7 @@ void packed_rows(const PackedInput& p, int64_t T, const Matrix& W, float* y, int
       if (p.ggml)
         ggml_int8::dot_tile(p.kernel, W, r0, n, p.gins.data(), T, out.data(), ahead);
       else
-        for (int64_t t = 0; t < T; ++t) int8::dot_rows(p.kernel, W, r0, n, p.ins[t], out.data() + t * 4, t == 0 ? ahead : 0);
+        int8::dot_tile(p.kernel, W, r0, n, p.ins.data(), T, out.data(), ahead);
     } else {
       const kernels::QuantRows w = row_block(p.isa, W, r0, n, groups, sb.data());
       kernels::dot_q_rows(p.isa, w, p.in, T, out.data(), 4);
