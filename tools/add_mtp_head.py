@@ -15,19 +15,10 @@ import json
 import os
 import random
 import shutil
-import struct
 import sys
 
-from safetensors_io import read_dir, write_file
+from safetensors_io import bf16, read_dir, write_file
 
-
-def bf16(values):
-    out = bytearray()
-    for v in values:
-        bits = struct.unpack("<I", struct.pack("<f", v))[0]
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        out += struct.pack("<H", bits)
-    return bytes(out)
 
 
 def main():

@@ -17,7 +17,7 @@ import random
 import struct
 import sys
 
-from safetensors_io import write_file
+from safetensors_io import bf16, write_file
 
 CONFIG = {
     "architectures": ["Qwen3_5MoeForCausalLM"],
@@ -38,14 +38,6 @@ CONFIG = {
 GENERATION = {"eos_token_id": [151645, 151643], "pad_token_id": 151643, "do_sample": True,
               "temperature": 1.0, "top_k": 20, "top_p": 0.95}
 
-
-def bf16(values):
-    out = bytearray()
-    for v in values:
-        bits = struct.unpack("<I", struct.pack("<f", v))[0]
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        out += struct.pack("<H", bits)
-    return bytes(out)
 
 
 def main():

@@ -25,6 +25,16 @@ def read_dir(src):
     return out
 
 
+def bf16(values):
+    """Little-endian bfloat16 bytes of floats, rounded to nearest even."""
+    out = bytearray()
+    for v in values:
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        out += struct.pack("<H", bits)
+    return bytes(out)
+
+
 def write_file(path, tensors, fmt="pt"):
     """Writes {name: (dtype, shape, bytes)} in name order, header padded to 8 bytes."""
     header, offset = {"__metadata__": {"format": fmt}}, 0

@@ -174,15 +174,10 @@ class CudaState : public StateStorage {
     reset();
   }
   std::unique_ptr<StateStorage> clone() const override {
-    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, kv_row_, stream_));
-    c->layers_.resize(layers_.size());
+    std::unique_ptr<CudaState> c = copy_recurrent();
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& a = layers_[i];
       Layer& b = c->layers_[i];
-      b.conv_n = a.conv_n;
-      b.recurrent_n = a.recurrent_n;
-      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n * sizeof(float));
-      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n * sizeof(float));
       for (auto [from, to] : {std::pair{&a.keys, &b.keys}, std::pair{&a.values, &b.values}}) {
         to->used = to->capacity = from->used;
         if (from->used) to->mem = copy(from->mem.get(), from->used * elem_);
@@ -190,19 +185,7 @@ class CudaState : public StateStorage {
     }
     return c;
   }
-  std::unique_ptr<StateStorage> clone_recurrent() const override {
-    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, kv_row_, stream_));
-    c->layers_.resize(layers_.size());
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& a = layers_[i];
-      Layer& b = c->layers_[i];
-      b.conv_n = a.conv_n;
-      b.recurrent_n = a.recurrent_n;
-      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n * sizeof(float));
-      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n * sizeof(float));
-    }
-    return c;
-  }
+  std::unique_ptr<StateStorage> clone_recurrent() const override { return copy_recurrent(); }
   void restore_recurrent(const StateStorage& from) override {
     const auto* f = dynamic_cast<const CudaState*>(&from);
     if (f == nullptr || f->layers_.size() != layers_.size())
@@ -296,6 +279,20 @@ class CudaState : public StateStorage {
  private:
   CudaState(std::shared_ptr<Pool> pool, size_t elem, size_t kv_row, cudaStream_t s)
       : pool_(std::move(pool)), stream_(s), elem_(elem), kv_row_(kv_row) {}
+  // A state with this one's conv and recurrent states and empty KV caches.
+  std::unique_ptr<CudaState> copy_recurrent() const {
+    auto c = std::unique_ptr<CudaState>(new CudaState(pool_, elem_, kv_row_, stream_));
+    c->layers_.resize(layers_.size());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& a = layers_[i];
+      Layer& b = c->layers_[i];
+      b.conv_n = a.conv_n;
+      b.recurrent_n = a.recurrent_n;
+      if (a.conv) b.conv = copy(a.conv.get(), a.conv_n * sizeof(float));
+      if (a.recurrent) b.recurrent = copy(a.recurrent.get(), a.recurrent_n * sizeof(float));
+    }
+    return c;
+  }
   std::shared_ptr<void> copy(const void* src, size_t bytes) const {
     auto mem = device_block(pool_, bytes);
     check(copy_async(mem.get(), src, bytes, cudaMemcpyDeviceToDevice, stream_), "state copy");
