@@ -158,13 +158,15 @@ Tensor Qwen35MoeForward::run_logits(std::span<const int32_t> tokens, std::span<c
                                     LogitsFor which, std::vector<float>* hidden) {
   std::vector<SeqSlice> seqs;
   for (const Segment& s : segs) seqs.push_back({&s.state->storage(), s.row, s.rows, s.state->position()});
-  if (keep_mtp_)
-    for (const Segment& s : segs)
+  if (keep_mtp_) {  // checked before anything moves
+    for (const Segment& s : segs) {
       if (s.state->storage().layer_count() <= cfg_.num_layers)
         throw Error("this sequence state was made before the MTP head was kept up: it has no room for the head's cache");
-      else if (s.state->position() > 0 && s.state->mtp_hidden().size() != static_cast<size_t>(cfg_.hidden_size))
+      if (s.state->position() > 0 && s.state->mtp_hidden().size() != static_cast<size_t>(cfg_.hidden_size))
         throw Error("the MTP head was not kept up over this sequence's first " + std::to_string(s.state->position()) +
                     " tokens (they were consumed with speculative decoding off)");
+    }
+  }
   const bool want_hidden = keep_mtp_ || hidden != nullptr;
   Tensor residual;
   auto queue = [&] { return queue_logits(tokens, seqs, mode, which, want_hidden ? &residual : nullptr); };
