@@ -277,10 +277,6 @@ void Qwen35MoeForward::attention(int64_t layer, std::span<const SeqSlice> seqs, 
   B.matmul(attn, w.o, out, kind);
 }
 
-}  // namespace lily
-
-namespace lily {
-
 void Qwen35MoeForward::keep_mtp(bool on) {
   if (on && !weights_.mtp)
     throw Error(model_.report().mtp_note.empty()
@@ -393,13 +389,11 @@ std::vector<float> Qwen35MoeForward::verify_batch(std::span<const std::vector<in
     u.recurrent = states[i]->storage().clone_recurrent();
     u.mtp_hidden = states[i]->mtp_hidden();
   }
-  Recording rec;
-  rec.qkv.resize(static_cast<size_t>(cfg_.num_layers));
-  rec.beta.resize(rec.qkv.size());
-  rec.decay.resize(rec.qkv.size());
+  DeltaInputs rec;
+  for (auto* v : {&rec.qkv, &rec.beta, &rec.decay}) v->resize(static_cast<size_t>(cfg_.num_layers));
   struct Scope {  // the Gated DeltaNet layers keep their inputs while this call runs
-    Recording*& at;
-    Scope(Recording*& a, Recording* r) : at(a) { at = r; }
+    DeltaInputs*& at;
+    Scope(DeltaInputs*& a, DeltaInputs* r) : at(a) { at = r; }
     ~Scope() { at = nullptr; }
   };
   std::vector<float> hidden;
@@ -418,13 +412,10 @@ std::vector<float> Qwen35MoeForward::verify_batch(std::span<const std::vector<in
       const size_t cols = all.size() / tokens.size();
       mine.assign(all.begin() + static_cast<std::ptrdiff_t>(r0 * cols), all.begin() + static_cast<std::ptrdiff_t>((r0 + n) * cols));
     };
-    u.qkv.resize(rec.qkv.size());
-    u.beta.resize(rec.qkv.size());
-    u.decay.resize(rec.qkv.size());
-    for (size_t l = 0; l < rec.qkv.size(); ++l) {
-      share(rec.qkv[l], u.qkv[l]);
-      share(rec.beta[l], u.beta[l]);
-      share(rec.decay[l], u.decay[l]);
+    for (auto [all, mine] : {std::pair{&rec.qkv, &u.inputs.qkv}, std::pair{&rec.beta, &u.inputs.beta},
+                             std::pair{&rec.decay, &u.inputs.decay}}) {
+      mine->resize(all->size());
+      for (size_t l = 0; l < all->size(); ++l) share((*all)[l], (*mine)[l]);
     }
     if (!hidden.empty()) u.hidden.assign(hidden.begin() + static_cast<std::ptrdiff_t>(r0 * H), hidden.begin() + static_cast<std::ptrdiff_t>((r0 + n) * H));
   }
@@ -453,9 +444,9 @@ void Qwen35MoeForward::rewind(SequenceState& state, const Undo& undo, int64_t ke
     auto rows_of = [keep](const std::vector<float>& v, int64_t cols) {
       return std::span<const float>(v.data(), static_cast<size_t>(keep * cols));
     };
-    Tensor qkv = B.from_host(rows_of(undo.qkv[i], C), keep, C);
-    Tensor beta = B.wide_from_host(rows_of(undo.beta[i], Hv), keep, Hv);
-    Tensor decay = B.wide_from_host(rows_of(undo.decay[i], Hv), keep, Hv);
+    Tensor qkv = B.from_host(rows_of(undo.inputs.qkv[i], C), keep, C);
+    Tensor beta = B.wide_from_host(rows_of(undo.inputs.beta[i], Hv), keep, Hv);
+    Tensor decay = B.wide_from_host(rows_of(undo.inputs.decay[i], Hv), keep, Hv);
     Tensor mixed = B.tensor(keep, C), o = B.tensor(keep, VD);
     const std::span<const SeqSlice> seqs(&at, 1);
     B.delta_inputs(i, seqs, qkv, g.conv, g.neg_exp_a, g.dt_bias, delta_, mixed, beta, decay);

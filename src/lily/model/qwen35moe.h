@@ -62,14 +62,12 @@ class Qwen35MoeForward {
   // The head at position p reads the token at p + 1 and the model's hidden
   // state at p, and predicts the token at p + 2; its one attention layer
   // keeps a cache like the model's own, in the same sequence state.
-  bool has_mtp() const { return weights_.mtp.has_value(); }
   // From now on every call that consumes rows also writes the head's cache
   // entries for them (only its attention inputs: cheap), so a draft can
   // start after any prefix, a resumed one included. States made from then
   // on have room for the head's cache; those made before are refused.
   // Throws lily::Error where the checkpoint has no head.
   void keep_mtp(bool on);
-  bool keeps_mtp() const { return keep_mtp_; }
   // Up to `k` greedy drafts of the tokens after `next`, the token about to
   // be fed at the state's position: the head at the last consumed position,
   // then on its own outputs. Needs keep_mtp(true) since the state was empty.
@@ -77,11 +75,16 @@ class Qwen35MoeForward {
   // scratch: the next call that consumes rows rewrites them.
   std::vector<int32_t> draft(SequenceState& state, int32_t next, int64_t k);
 
+  // Per layer, the Gated DeltaNet inputs of a call's rows, [rows, cols]
+  // (the projections before the conv and the gates).
+  struct DeltaInputs {
+    std::vector<std::vector<float>> qkv, beta, decay;
+  };
   // What rewind() needs to take back rows of one verify() call.
   struct Undo {
     int64_t position = 0, rows = 0;              // the state's position before the call; rows consumed
     std::unique_ptr<StateStorage> recurrent;     // conv and recurrent states before the call
-    std::vector<std::vector<float>> qkv, beta, decay;  // per layer: the Gated DeltaNet inputs of each row
+    DeltaInputs inputs;                          // this sequence's rows
     std::vector<float> hidden;                   // [rows, hidden]: after the final norm (the MTP head's input)
     std::vector<float> mtp_hidden;               // the state's MTP input before the call
   };
@@ -147,11 +150,7 @@ class Qwen35MoeForward {
   DeltaShape delta_;
   AttentionShape attention_;
   bool keep_mtp_ = false;
-  // Set while verify_batch() runs: the Gated DeltaNet layers keep their inputs, per layer [rows, cols].
-  struct Recording {
-    std::vector<std::vector<float>> qkv, beta, decay;
-  };
-  Recording* recording_ = nullptr;
+  DeltaInputs* recording_ = nullptr;  // set while verify_batch() runs: the Gated DeltaNet layers keep their inputs
 };
 
 }  // namespace lily

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "lily/model/qwen35moe.h"
+#include "lily/runtime/greedy.h"
 
 namespace lily {
 
@@ -43,8 +44,7 @@ void run_speculation(Qwen35MoeForward& fwd, SequenceState& state, int32_t first,
     const size_t vocab = logits.size() / rows.size();
     int64_t keep = 0;
     for (size_t i = 0; i < rows.size() && out.tokens < steps; ++i) {
-      const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * vocab);
-      tok = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row);
+      tok = argmax(std::span<const float>(logits.data() + i * vocab, vocab));
       fnv(h, tok);
       ++out.tokens;
       keep = static_cast<int64_t>(i) + 1;
