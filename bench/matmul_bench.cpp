@@ -136,6 +136,8 @@ BENCHMARK(BM_DecodeGguf)
     ->Args({65536, 2048, 11, 0})
     ->Args({65536, 2048, 23, 0})
     ->Args({512, 2048, 12, 1})
+    ->Args({4096, 2048, 12, 1})  // a few MB, from the last-level cache: the kernels' own rate
+    ->Args({4096, 2048, 14, 1})
     ->UseRealTime();
 
 // What a plain read of the same bytes costs: the roofline of the decode products.

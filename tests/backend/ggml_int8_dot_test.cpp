@@ -67,7 +67,7 @@ Matrix blocks_matrix(const Format& f, const std::vector<uint8_t>& b, int64_t row
                                            const float* y) {
   const int64_t R = W.rows, C = W.cols;
   std::vector<ggml_int8::Input> ins;
-  for (int64_t t = 0; t < T; ++t) ins.push_back(ggml_int8::quantize_input(best_isa(), x + t * C, C));
+  for (int64_t t = 0; t < T; ++t) ins.push_back(ggml_int8::quantize_input(best_isa(), f.type, x + t * C, C));
   std::vector<float> row(C), base(C);
   std::vector<uint8_t> zeroed(W.row_bytes());
   for (int64_t r = 0; r < R; ++r) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "lily/error.h"
 #include "lily/io/gguf.h"
@@ -27,21 +28,41 @@ bool supports(const Matrix& W) {
   }
 }
 
-Input quantize_input(Isa isa, const float* x, int64_t cols) {
+int rounding_group(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q8_0 ? 32 : 256; }
+
+Input quantize_input(Isa isa, GgmlType type, const float* x, int64_t cols) {
   Input in;
-  in.rounded = int8::quantize_input(isa, x, cols, kGroup, false);
-  in.sum4.resize(static_cast<size_t>(cols / 4));
+  const int group = rounding_group(type);
+  if (cols % group != 0) throw Error("ggml int8 input: " + std::to_string(cols) + " columns are not whole groups of " +
+                                     std::to_string(group));
+  in.rounded = int8::quantize_input(isa, x, cols, group, false);
+  if (group != kGroup) {  // the step of each 32 inputs, and their exact sum, as the kernels read them
+    const int64_t per = group / kGroup;
+    std::vector<float> step(static_cast<size_t>(cols / kGroup)), sum(step.size());
+    for (int64_t g = 0; g < cols / kGroup; ++g) {
+      step[g] = in.rounded.step[g / per];
+      float acc = 0;
+      for (int64_t c = kGroup * g; c < kGroup * (g + 1); ++c) acc += x[c];
+      sum[g] = acc;
+    }
+    in.rounded.step = std::move(step);
+    in.rounded.sum = std::move(sum);
+  }
   const int8_t* q = in.rounded.q.data();
+  in.sum4.resize(static_cast<size_t>(cols / 4));
   in.sum4_x32.resize(in.sum4.size());
   for (int64_t i = 0; i < cols / 4; ++i) {
     in.sum4[i] = q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
     in.sum4_x32[i] = -32 * in.sum4[i];
   }
   in.sum16.resize(static_cast<size_t>(cols / 16));
+  in.codes16.resize(in.sum16.size());
   for (int64_t k = 0; k < cols / 16; ++k) {  // exact, as the group sums are: Q2_K's mins meet them
     float acc = 0;
     for (int64_t c = 16 * k; c < 16 * k + 16; ++c) acc += x[c];
     in.sum16[static_cast<size_t>(k)] = acc;
+    in.codes16[static_cast<size_t>(k)] =
+        static_cast<int16_t>(in.sum4[4 * k] + in.sum4[4 * k + 1] + in.sum4[4 * k + 2] + in.sum4[4 * k + 3]);
   }
   if (cols % 256 == 0) {
     in.steps_sums.resize(static_cast<size_t>(cols / 16));

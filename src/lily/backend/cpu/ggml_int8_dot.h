@@ -1,11 +1,13 @@
 // Decode products of GGUF block formats with int8 activations: the rows are
 // read where they lie in the file, in ggml's own blocks (Q4_0, Q8_0, Q2_K,
 // Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), and each block's codes meet the input through byte dot
-// products, its scales and mins applied per sub-block afterwards. The input
-// is rounded in groups of 32 (the sub-block of every one of these formats),
-// so the error bound is that of the MLX int8 path at group size 32: at most
-// sum over groups of (step / 2) * sum |w|. The float path (dequantize, then
-// a float dot) stays the reference.
+// products. The input is rounded as llama.cpp rounds it for each format: in
+// groups of 32 for Q4_0 and Q8_0 (their blocks), with one step per 256 for
+// the super-block formats, whose sub-blocks then sum in 32-bit integers with
+// their integer scales, one float multiply-add a super-block. The error bound
+// is at most sum over groups of (step / 2) * sum |w| (the steps given per 32
+// either way). The mins of Q2_K, Q4_K and Q5_K meet the exact float sums of
+// the input. The float path (dequantize, then a float dot) stays the reference.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,15 @@
 
 #include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/tensor.h"
+#include "lily/io/gguf.h"
 
 namespace lily::cpu::ggml_int8 {
 
-// Inputs are rounded in groups of this many.
+// Steps and exact sums are given per this many inputs, whatever the rounding group.
 inline constexpr int kGroup = 32;
+
+// How many inputs share a step for a format: 256 for the super-block formats, else 32.
+int rounding_group(GgmlType type);
 
 // A matrix of a block format these kernels take, in whole blocks per row.
 bool supports(const Matrix& W);
@@ -30,11 +36,12 @@ struct Input {
   std::vector<int32_t> sum4;        // [cols / 4]
   std::vector<int32_t> sum4_x32;    // -32 x sum4: where Q6_K's accumulators start
   std::vector<float> sum16;         // [cols / 16]: exact sums of each 16 float inputs (Q2_K's mins)
+  std::vector<int16_t> codes16;     // [cols / 16]: sums of each 16 codes (Q6_K's and Q3_K's offsets)
   // Per 256 inputs (when cols is a multiple): the eight steps then the eight
   // sums (Q4_K, Q5_K), and each step twice (Q6_K's sub-blocks of 16).
   std::vector<float> steps_sums, steps_twice;
 };
-Input quantize_input(Isa isa, const float* x, int64_t cols);
+Input quantize_input(Isa isa, GgmlType type, const float* x, int64_t cols);
 
 // out[i] = row (r0 + i) of W . input, for i < n <= 4; `ahead` > 0 prefetches
 // each row's bytes that far ahead (and five times as far into L2).

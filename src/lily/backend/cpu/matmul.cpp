@@ -115,8 +115,9 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
     p.ggml = p.use_int8 = true;
     p.kernel = int8::kernel_for(ctx.isa);
     p.gins.resize(static_cast<size_t>(T));
+    const auto type = static_cast<GgmlType>(W.ggml_type);
     ctx.threads().parallel_for(T, 16, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) p.gins[t] = ggml_int8::quantize_input(ctx.isa, x + t * W.cols, W.cols);
+      for (int64_t t = b; t < e; ++t) p.gins[t] = ggml_int8::quantize_input(ctx.isa, type, x + t * W.cols, W.cols);
     });
     return;
   }
