@@ -105,7 +105,7 @@ TEST(GgmlInt8Dot, WithinTheInputRoundingOfTheExactProduct) {
     std::normal_distribution<float> n(0.f, 1.f);
     for (const Format& f : kFormats)
       for (int64_t C : {256, 512, 2304}) {
-        const int64_t R = 37, T = 3;
+        const int64_t R = 37, T = 7;  // seven tokens: a prompt takes them in a four, a pair and one
         const std::vector<uint8_t> b = random_blocks(f, R, C, rng);
         const Matrix W = blocks_matrix(f, b, R, C);
         ASSERT_TRUE(ggml_int8::supports(W)) << ggml_type_name(f.type);
