@@ -292,9 +292,8 @@ void dot_tile(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inpu
     else if (k == int8::Kernel::Vnni)
       for (; t + 2 <= nt; t += 2) vnni::dot_tile<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
     else if (k == int8::Kernel::Avx2) {
-      // the K formats' accumulators meet memory once a super-block: four inputs share each decoded block
-      if (k_format(W))
-        for (; t + 4 <= nt; t += 4) avx2::dot_tile<4>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+      // a row's accumulators for four inputs stay in registers: four share each decoded block
+      for (; t + 4 <= nt; t += 4) avx2::dot_tile<4>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
       for (; t + 2 <= nt; t += 2) avx2::dot_tile<2>(W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
     }
   }
