@@ -94,6 +94,16 @@ TEST(Config, NamesTheBadField) {
   EXPECT_NE(error_of(j).find("rope_type"), std::string::npos);
 }
 
+// A layer count sizes lists before any tensor is read: a hostile one is
+// refused by name instead of exhausting memory.
+TEST(Config, RefusesAHostileLayerCount) {
+  json j = base_text_config();
+  j.erase("layer_types");
+  j["num_hidden_layers"] = 2147483653LL;
+  EXPECT_NE(error_of(j).find("'num_hidden_layers' is 2147483653; Lily takes at most 1024"), std::string::npos)
+      << error_of(j);
+}
+
 TEST(Config, RejectsMalformedJson) {
   EXPECT_THROW(ModelConfig::parse("{\"model_type\": ", "config.json"), Error);
   EXPECT_THROW(ModelConfig::parse("[]", "config.json"), Error);

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "lily/error.h"
@@ -242,6 +244,48 @@ TEST(GgufExport, TheMtpHeadTravelsWithTheFile) {
   fwd.forward(test::load_reference(test::model_dir("tiny-a")).prompts[2].tokens, s, LogitsFor::LastPosition,
               ForwardMode::Prompt);
   EXPECT_EQ(fwd.draft(s, 5, 2).size(), 2u);
+}
+
+// A file whose head metadata lies: the count of MTP blocks out of range,
+// the head block counted as a text layer, no text layer left, or billions. Each is an
+// error that names what is wrong, never a model bound to the wrong blocks.
+TEST(GgufExport, HostileMtpMetadataIsRefusedByName) {
+  test::TempDir dir;
+  const std::string good = (dir.path() / "mtp.gguf").string();
+  quant::export_gguf(test::model_dir("tiny-a-mtp"), good, {"f32"});
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // a u32 key's value lies after its name and the value type
+  auto with = [&](const std::string& key, uint32_t value, const std::string& base) {
+    std::string b = base;
+    const size_t at = b.find(key);
+    EXPECT_NE(at, std::string::npos) << key;
+    uint32_t type = 0;
+    std::memcpy(&type, b.data() + at + key.size(), 4);
+    EXPECT_EQ(type, 4u) << key << " is not a u32";
+    std::memcpy(b.data() + at + key.size() + 4, &value, 4);
+    return b;
+  };
+  auto refused = [&](const std::string& content, const std::string& expected) {
+    const std::string path = (dir.path() / "hostile.gguf").string();
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+    try {
+      Model::load(path);
+      ADD_FAILURE() << "loaded; expected an error with '" << expected << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  const auto config = Model::load(test::model_dir("tiny-a-mtp"))->config();
+  refused(with("qwen35moe.nextn_predict_layers", 7, bytes), "nextn_predict_layers is 7");
+  refused(with("qwen35moe.nextn_predict_layers", 0xFFFFFFFFu, bytes), "nextn_predict_layers is 4294967295");
+  // without the head counted apart, its block is a text layer missing the tensors of its kind
+  refused(with("qwen35moe.nextn_predict_layers", 0, bytes), "blk." + std::to_string(config.num_layers) + ".");
+  refused(with("qwen35moe.block_count", 1, bytes), "'num_hidden_layers' must be a positive integer, got 0");
+  refused(with("qwen35moe.block_count", 0x80000005u, bytes), "'num_hidden_layers' is 2147483652");
 }
 
 TEST(GgufExport, TheMixFallsBackWhereRowsDoNotSplitIntoItsBlocks) {

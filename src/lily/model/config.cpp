@@ -42,6 +42,13 @@ class FieldReader {
     return v.get<int64_t>();
   }
   int64_t positive_int_or(const std::string& f, int64_t def) const { return has(f) ? positive_int(f) : def; }
+  // A count that sizes what is built before any tensor is read (one entry a
+  // layer): a hostile file must not ask for billions of them.
+  int64_t count_at_most(const std::string& f, int64_t most) const {
+    const int64_t v = positive_int(f);
+    if (v > most) fail(f, "is " + std::to_string(v) + "; Lily takes at most " + std::to_string(most));
+    return v;
+  }
   double number_or(const std::string& f, double def) const {
     if (!has(f)) return def;
     if (!obj_[f].is_number()) fail(f, "must be a number, got " + obj_[f].dump());
@@ -138,7 +145,7 @@ ModelConfig config_from_json(const json& root, const std::string& source) {
 
   c.vocab_size = r.positive_int("vocab_size");
   c.hidden_size = r.positive_int("hidden_size");
-  c.num_layers = r.positive_int("num_hidden_layers");
+  c.num_layers = r.count_at_most("num_hidden_layers", ModelConfig::kMaxLayers);
   c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be positive");
   c.tie_word_embeddings = r.bool_or("tie_word_embeddings", root.value("tie_word_embeddings", false));

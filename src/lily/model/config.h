@@ -76,6 +76,9 @@ struct ModelConfig {
   static ModelConfig parse(const std::string& json_text, const std::string& source);
   // A config.json is a few KB; this bounds what is read.
   static constexpr size_t kMaxConfigBytes = size_t(4) << 20;
+  // The model has 40; a config (or GGUF metadata) that claims more than this
+  // is refused before anything is sized by it.
+  static constexpr int64_t kMaxLayers = 1024;
 };
 
 }  // namespace lily
