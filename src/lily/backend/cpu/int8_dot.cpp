@@ -196,28 +196,32 @@ LILY_AVX2 inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
-// NT inputs (one for a decode step, two for a pair of a prompt's tokens)
-// meet each 32-byte chunk of the rows, unpacked once; each input keeps
-// accumulators of its own updated as for it alone, so a result does not
-// depend on how many share the call.
+// NT inputs (one for a decode step, two for a pair of a prompt's tokens) meet
+// each 32-byte chunk of a row, unpacked once; each input keeps accumulators
+// of its own updated as for it alone, so a result does not depend on how
+// many share the call. A row at a time: its codes, scales and biases are
+// three streams the hardware prefetcher follows (four rows side by side,
+// twelve, it did not).
 template <int Bits, int GB, DType S, int NT>
 LILY_AVX2 void dot_rows_avx2(const Matrix& W, int64_t r0, int64_t n, const Input* in, float* out, int64_t ahead) {
   const int64_t cols = W.cols, groups = cols / W.group_size, row_bytes = cols * Bits / 8;
   constexpr int64_t sbytes = S == DType::F32 ? 4 : 2;
   constexpr int64_t kMaxGroups = 256;  // rows of up to 16384 inputs in groups of 64
-  alignas(32) float cs[NT][4][kMaxGroups];
-  float bias[NT][4];
-  const uint8_t* q[4];
-  for (int64_t i = 0; i < 4; ++i) {
-    const int64_t r = r0 + std::min(i, n - 1);  // a short block repeats its last row
-    q[i] = static_cast<const uint8_t*>(W.data) + r * row_bytes;
+  alignas(32) float cs[NT][kMaxGroups];
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t bytes = Bits == 4 ? cols / 2 : cols;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = r0 + i;
+    const uint8_t* q = static_cast<const uint8_t*>(W.data) + r * row_bytes;
     const uint8_t* sc = static_cast<const uint8_t*>(W.scales) + r * groups * sbytes;
     const uint8_t* bi = static_cast<const uint8_t*>(W.biases) + r * groups * sbytes;
+    float bias[NT];
     for (int t = 0; t < NT; ++t) {
       __m256 b = _mm256_setzero_ps();
       int64_t g = 0;
       for (; g + 8 <= groups; g += 8) {
-        _mm256_store_ps(cs[t][i] + g, _mm256_mul_ps(load8<S>(sc, g), _mm256_loadu_ps(in[t].step.data() + g)));
+        _mm256_store_ps(cs[t] + g, _mm256_mul_ps(load8<S>(sc, g), _mm256_loadu_ps(in[t].step.data() + g)));
         b = _mm256_fmadd_ps(load8<S>(bi, g), _mm256_loadu_ps(in[t].sum.data() + g), b);
       }
       float tail = 0.f;
@@ -225,53 +229,44 @@ LILY_AVX2 void dot_rows_avx2(const Matrix& W, int64_t r0, int64_t n, const Input
         float s1, b1;
         convert_to_float(S, sc + g * sbytes, &s1, 1);
         convert_to_float(S, bi + g * sbytes, &b1, 1);
-        cs[t][i][g] = s1 * in[t].step[g];
+        cs[t][g] = s1 * in[t].step[g];
         tail += b1 * in[t].sum[g];
       }
-      bias[t][i] = hsum8(b) + tail;
+      bias[t] = hsum8(b) + tail;
     }
-  }
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 tot[NT][4];
-  for (auto& row : tot)
-    for (auto& t : row) t = _mm256_setzero_ps();
-  const int64_t bytes = Bits == 4 ? cols / 2 : cols;
-  for (int64_t at = 0; at < bytes; at += 32) {
-    const int64_t g = at / GB;
-    __m256i e[NT], o[NT];
-    for (int t = 0; t < NT; ++t) {
-      e[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + at));
-      o[t] = Bits == 4 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + cols / 2 + at)) : e[t];
-    }
-    for (int i = 0; i < 4; ++i) {
-      if (ahead && at % 64 == 0) {  // a line per row every other step: into L2 far ahead, into L1 near
-        _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + 5 * ahead, _MM_HINT_T2);
-        _mm_prefetch(reinterpret_cast<const char*>(q[i]) + at + ahead, _MM_HINT_T0);
+    __m256 tot[NT];
+    for (auto& v : tot) v = _mm256_setzero_ps();
+    for (int64_t at = 0; at < bytes; at += 32) {
+      const int64_t g = at / GB;
+      if (ahead && at % 64 == 0) {  // a line every other step: into L2 far ahead, into L1 near
+        _mm_prefetch(reinterpret_cast<const char*>(q) + at + 5 * ahead, _MM_HINT_T2);
+        _mm_prefetch(reinterpret_cast<const char*>(q) + at + ahead, _MM_HINT_T0);
       }
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + at));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + at));
       if constexpr (Bits == 4) {
         const __m256i wl = _mm256_and_si256(b, low), wh = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
         for (int t = 0; t < NT; ++t) {
-          const __m256i lo = _mm256_maddubs_epi16(wl, e[t]);
-          const __m256i hi = _mm256_maddubs_epi16(wh, o[t]);
+          const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + at));
+          const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + cols / 2 + at));
+          const __m256i lo = _mm256_maddubs_epi16(wl, e);
+          const __m256i hi = _mm256_maddubs_epi16(wh, o);
           const __m256i s32 = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
-          tot[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[t][i] + g), tot[t][i]);
+          tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[t] + g), tot[t]);
         }
       } else {
         const __m256i w0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
         const __m256i w1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(b, 1));
         for (int t = 0; t < NT; ++t) {
-          const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(e[t]));
-          const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(e[t], 1));
+          const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[t].q.data() + at));
+          const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(e));
+          const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(e, 1));
           const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
-          tot[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[t][i] + g), tot[t][i]);
+          tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(cs[t] + g), tot[t]);
         }
       }
     }
+    for (int t = 0; t < NT; ++t) out[t * 4 + i] = hsum8(tot[t]) + bias[t];
   }
-  for (int t = 0; t < NT; ++t)
-    for (int64_t i = 0; i < n; ++i) out[t * 4 + i] = hsum8(tot[t][i]) + bias[t][i];
 }
 
 template <int Bits, int GB, int NT>
