@@ -12,7 +12,7 @@
 #   q4_k_m    its Q4_K_M GGUF (lily quantize --gguf q4_k_m), both engines on it
 #   q4_k_m:N  that file grown to N layers (tools/grow_gguf.py; 40 is the model)
 # LLAMA_BENCH names llama.cpp's CPU llama-bench (bench/peer/llama_cpp_build.sh
-# builds one); LILY_PEER_ROUNDS the rounds at each count (default 2); GGUF_PY
+# builds one); LILY_BIN a lily to run instead of building one; LILY_PEER_ROUNDS the rounds at each count (default 2); GGUF_PY
 # llama.cpp's gguf-py folder for q4_k_m:N. On a machine that cannot reach a
 # registry the build finds PCRE2 and utf8proc in .gpu-deps/root
 # (scripts/gpu-deps.sh).
@@ -25,9 +25,11 @@ threads=("$@")
 [ -x "${LLAMA_BENCH:-}" ] || { echo "LLAMA_BENCH must name llama.cpp's llama-bench" >&2; exit 2; }
 source scripts/gpu-env.sh
 lscpu | grep -E '^(Model name|Socket|Core|Thread|CPU\(s\)|Flags)' | cut -c1-200
-cmake -S . -B build-cpu -DCMAKE_BUILD_TYPE=Release -DLILY_CUDA=OFF -DLILY_BUILD_TESTS=OFF -DLILY_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build build-cpu -j"$(nproc)" --target lily -- --quiet
-export LILY_BIN=$PWD/build-cpu/bin/lily
+if [ ! -x "${LILY_BIN:-}" ]; then  # else the lily it names (one built elsewhere, say)
+  cmake -S . -B build-cpu -DCMAKE_BUILD_TYPE=Release -DLILY_CUDA=OFF -DLILY_BUILD_TESTS=OFF -DLILY_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build-cpu -j"$(nproc)" --target lily -- --quiet
+  export LILY_BIN=$PWD/build-cpu/bin/lily
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$LILY_BIN" synth --out "$work/s4-bf16" --layers 4 --format bf16 --seed 1 >/dev/null
