@@ -99,6 +99,24 @@ TEST(Binding, WrongShape) {
       << load_error(d.str());
 }
 
+// A head that does not bind leaves the text model as it is without the
+// head, and says why: the same report, the same weights, no speculation.
+TEST(Binding, AnMtpHeadThatDoesNotBindLeavesTheTextModel) {
+  test::TempDir d;
+  rewrite_fixture("tiny-a-mtp", d.str(), [](const std::string& n, auto&, std::vector<int64_t>& shape, auto&) {
+    if (n == "mtp.layers.0.self_attn.o_proj.weight") std::swap(shape[0], shape[1]);
+    return true;
+  });
+  auto broken = Model::load(d.str());
+  auto text_only = Model::load(test::model_dir("tiny-a"));  // tiny-a-mtp is its weights and a head
+  EXPECT_FALSE(broken->weights().mtp.has_value());
+  EXPECT_NE(broken->report().mtp_note.find("tensor 'mtp.layers.0.self_attn.o_proj.weight' has shape"), std::string::npos)
+      << broken->report().mtp_note;
+  EXPECT_EQ(broken->report().skipped_groups.at("mtp"), 19);  // every head tensor, none half-bound
+  EXPECT_EQ(broken->report().parameters, text_only->report().parameters);
+  EXPECT_EQ(broken->report().weight_bytes, text_only->report().weight_bytes);
+}
+
 TEST(Binding, WrongDtype) {
   test::TempDir d;
   rewrite_fixture("tiny-a", d.str(), [](const std::string& n, DType& dtype, auto&, auto&) {

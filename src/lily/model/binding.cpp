@@ -119,6 +119,7 @@ class Binder {
     return out;
   }
   const std::set<std::string>& used() const { return used_; }
+  void add_used(const std::set<std::string>& names) { used_.insert(names.begin(), names.end()); }
 
  private:
   const SafetensorsArchive& archive_;
@@ -196,24 +197,6 @@ void bind_moe(Binder& b, const Scheme& s, const ModelConfig& c, const std::strin
   m->shared_expert_gate = b.matrix(p + "shared_expert_gate", 1, H);
 }
 
-// The tensors of the release's MTP head (its experts fused or one by one).
-std::vector<std::string> mtp_tensor_names(const SafetensorsArchive& a) {
-  std::vector<std::string> n = {"mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
-                                "mtp.norm.weight"};
-  const std::string p = "mtp.layers.0.";
-  for (const char* t : {"input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
-                        "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                        "self_attn.q_norm.weight", "self_attn.k_norm.weight", "mlp.gate.weight",
-                        "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
-                        "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight"})
-    n.push_back(p + t);
-  if (a.find(p + "mlp.experts.0.gate_proj.weight") == nullptr) {
-    n.push_back(p + "mlp.experts.gate_up_proj");
-    n.push_back(p + "mlp.experts.down_proj");
-  }
-  return n;
-}
-
 // The official release's MTP head: `mtp.fc`, its three norms and one
 // full-attention decoder layer under `mtp.layers.0.`.
 MtpWeights bind_mtp(Binder& b, const Scheme& s, const ModelConfig& c, LoadReport* report) {
@@ -276,17 +259,18 @@ ModelWeights bind_weights(const SafetensorsArchive& archive, const ModelConfig& 
     bind_moe(b, s, c, p + "mlp.", &L.moe, report);
   }
   if (archive.find("mtp.fc.weight") != nullptr) {
-    // a head with tensors missing leaves the text model usable, without speculative decoding
-    std::string missing;
-    for (const std::string& n : mtp_tensor_names(archive))
-      if (archive.find(n) == nullptr) {
-        missing = n;
-        break;
-      }
-    if (missing.empty())
-      w.mtp = bind_mtp(b, s, c, report);
-    else
-      report->mtp_note = "incomplete: no tensor '" + missing + "'";
+    // A head that does not bind (a tensor missing or of the wrong shape)
+    // leaves the text model usable, without speculative decoding: it is
+    // bound against a copy of the report, kept only when the whole head is.
+    LoadReport trial = *report;
+    Binder hb(archive, c, &trial);
+    try {
+      w.mtp = bind_mtp(hb, s, c, &trial);
+      *report = std::move(trial);
+      b.add_used(hb.used());
+    } catch (const Error& e) {
+      report->mtp_note = e.what();
+    }
   }
   for (const auto& [name, view] : archive.tensors()) {
     if (b.used().count(name)) continue;

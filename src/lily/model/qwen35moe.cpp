@@ -282,7 +282,7 @@ void Qwen35MoeForward::keep_mtp(bool on) {
     throw Error(model_.report().mtp_note.empty()
                     ? "this checkpoint has no MTP head (mtp.* tensors): speculative decoding needs the official "
                       "release layout or an MTP GGUF; MLX conversions drop the head"
-                    : "this checkpoint's MTP head is " + model_.report().mtp_note + ": no speculative decoding");
+                    : "this checkpoint's MTP head cannot be used (" + model_.report().mtp_note + "): no speculative decoding");
   keep_mtp_ = on;
 }
 
