@@ -28,7 +28,11 @@ bool supports(const Matrix& W) {
   }
 }
 
+namespace {
+// How many inputs share a step for a format: 256 for the super-block formats
+// (llama.cpp's Q8_K), 32 for Q4_0 and Q8_0 (their blocks).
 int rounding_group(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q8_0 ? 32 : 256; }
+}  // namespace
 
 Input quantize_input(Isa isa, GgmlType type, const float* x, int64_t cols) {
   Input in;
@@ -36,18 +40,6 @@ Input quantize_input(Isa isa, GgmlType type, const float* x, int64_t cols) {
   if (cols % group != 0) throw Error("ggml int8 input: " + std::to_string(cols) + " columns are not whole groups of " +
                                      std::to_string(group));
   in.rounded = int8::quantize_input(isa, x, cols, group, false);
-  if (group != kGroup) {  // the step of each 32 inputs, and their exact sum, as the kernels read them
-    const int64_t per = group / kGroup;
-    std::vector<float> step(static_cast<size_t>(cols / kGroup)), sum(step.size());
-    for (int64_t g = 0; g < cols / kGroup; ++g) {
-      step[g] = in.rounded.step[g / per];
-      float acc = 0;
-      for (int64_t c = kGroup * g; c < kGroup * (g + 1); ++c) acc += x[c];
-      sum[g] = acc;
-    }
-    in.rounded.step = std::move(step);
-    in.rounded.sum = std::move(sum);
-  }
   const int8_t* q = in.rounded.q.data();
   in.sum4.resize(static_cast<size_t>(cols / 4));
   in.sum4_x32.resize(in.sum4.size());
@@ -63,6 +55,16 @@ Input quantize_input(Isa isa, GgmlType type, const float* x, int64_t cols) {
     in.sum16[static_cast<size_t>(k)] = acc;
     in.codes16[static_cast<size_t>(k)] =
         static_cast<int16_t>(in.sum4[4 * k] + in.sum4[4 * k + 1] + in.sum4[4 * k + 2] + in.sum4[4 * k + 3]);
+  }
+  if (group != kGroup) {  // the step of each 32 inputs, and their exact sum, as the kernels read them
+    const int64_t per = group / kGroup;
+    std::vector<float> step(static_cast<size_t>(cols / kGroup)), sum(step.size());
+    for (int64_t g = 0; g < cols / kGroup; ++g) {
+      step[g] = in.rounded.step[g / per];
+      sum[g] = in.sum16[2 * g] + in.sum16[2 * g + 1];
+    }
+    in.rounded.step = std::move(step);
+    in.rounded.sum = std::move(sum);
   }
   if (cols % 256 == 0) {
     in.steps_sums.resize(static_cast<size_t>(cols / 16));

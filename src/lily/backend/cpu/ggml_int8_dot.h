@@ -22,9 +22,6 @@ namespace lily::cpu::ggml_int8 {
 // Steps and exact sums are given per this many inputs, whatever the rounding group.
 inline constexpr int kGroup = 32;
 
-// How many inputs share a step for a format: 256 for the super-block formats, else 32.
-int rounding_group(GgmlType type);
-
 // A matrix of a block format these kernels take, in whole blocks per row.
 bool supports(const Matrix& W);
 
