@@ -12,10 +12,10 @@
 #   q4_k_m    its Q4_K_M GGUF (lily quantize --gguf q4_k_m), both engines on it
 #   q4_k_m:N  that file grown to N layers (tools/grow_gguf.py; 40 is the model)
 # LLAMA_BENCH names llama.cpp's CPU llama-bench (bench/peer/llama_cpp_build.sh
-# builds one); LILY_BIN a lily to run instead of building one; LILY_PEER_ROUNDS the rounds at each count (default 2); GGUF_PY
-# llama.cpp's gguf-py folder for q4_k_m:N. On a machine that cannot reach a
-# registry the build finds PCRE2 and utf8proc in .gpu-deps/root
-# (scripts/gpu-deps.sh).
+# builds one); LILY_BIN a lily to run instead of building one;
+# LILY_PEER_ROUNDS the rounds at each count (default 2); GGUF_PY llama.cpp's
+# gguf-py folder for q4_k_m:N. On a machine that cannot reach a registry the
+# build finds PCRE2 and utf8proc in .gpu-deps/root (scripts/gpu-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=mlx4
