@@ -134,8 +134,14 @@ def render(template, messages, tools, thinking, add_generation_prompt):
                            enable_thinking=thinking, bos_token="", eos_token="<|im_end|>")
 
 
-def example(rng, template):
-    family = rng.choice(["arithmetic", "text", "tool"])
+def example(rng, template, arithmetic_share=None):
+    """One example; its family drawn uniformly, or arithmetic with probability
+    `arithmetic_share` and text and tool evenly otherwise (arithmetic takes
+    the most examples to learn)."""
+    if arithmetic_share is None:
+        family = rng.choice(["arithmetic", "text", "tool"])
+    else:
+        family = "arithmetic" if rng.random() < arithmetic_share else rng.choice(["text", "tool"])
     tools = None
     if family == "tool":
         before, answer, working, expect = tool_task(rng)

@@ -68,16 +68,16 @@ FAMILIES = ["arithmetic", "text", "tool"]
 # ---------------------------------------------------------------- data
 
 def _generate(args):
-    seed, count, template_path = args
+    seed, count, template_path, arithmetic_share = args
     template = make_env().from_string(load_template(template_path))
     rng = random.Random(seed)
-    return [tiny_data.example(rng, template) for _ in range(count)]
+    return [tiny_data.example(rng, template, arithmetic_share) for _ in range(count)]
 
 
-def generate(seed, count, template_path, workers):
+def generate(seed, count, template_path, workers, arithmetic_share=None):
     """count examples in chunks, each chunk from its own seed derived from `seed`."""
     chunk = 5000
-    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path)
+    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path, arithmetic_share)
             for i in range((count + chunk - 1) // chunk)]
     with mp.Pool(workers) as pool:
         return [e for part in pool.map(_generate, jobs) for e in part]
@@ -94,10 +94,11 @@ class Batches:
     """Batches of similar length (the tool examples carry a long system
     prompt), padded on the right; targets only on the answer tokens."""
 
-    def __init__(self, pairs, tokens_per_batch, pad, seed):
+    def __init__(self, pairs, tokens_per_batch, pad, seed, members=None):
         self.pairs, self.pad = pairs, pad
         self.rng = random.Random(seed)
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        members = range(len(pairs)) if members is None else members
+        order = sorted(members, key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         self.batches, cur, longest = [], [], 0
         for i in order:
             n = len(pairs[i][0]) + len(pairs[i][1])
@@ -126,6 +127,30 @@ class Batches:
             # the logit at position t predicts token t + 1
             target[r, len(p) - 1:len(p) + len(a) - 1] = a
         return torch.from_numpy(ids), torch.from_numpy(target)
+
+
+class MixedSteps:
+    """Each step takes one batch from each of `groups` length groups (equal
+    numbers of examples, so short answers without tools, longer ones with
+    thinking, and the long tool prompts), each group's share of the tokens
+    set so every group passes over its examples at the same rate. A batch
+    of one length holds mostly one task family: steps of one family each
+    pull the shared weights back and forth, a step of every length does not,
+    and no row is padded to the longest prompt of all."""
+
+    def __init__(self, pairs, tokens_per_step, groups, pad, seed):
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        total = sum(len(p) + len(a) for p, a in pairs)
+        self.groups = []
+        for g in range(groups):
+            members = order[g * len(order) // groups:(g + 1) * len(order) // groups]
+            tokens = sum(len(pairs[i][0]) + len(pairs[i][1]) for i in members)
+            self.groups.append(Batches(pairs, max(1, tokens_per_step * tokens // total), pad, seed + g, members))
+
+    def __iter__(self):
+        streams = [iter(g) for g in self.groups]
+        while True:
+            yield [next(s) for s in streams]
 
 
 # ---------------------------------------------------------------- model
@@ -354,17 +379,49 @@ def greedy_tokens(model, ids, n_new, eos, device="cpu"):
     return tokens
 
 
+def kind_of(e):
+    """The task within the family, and whether the answer thinks first: the
+    rows of the evaluation's finer table."""
+    q = e["messages"][0]["content"]
+    if e["family"] == "tool":
+        kind = "call" if isinstance(e["expect"], dict) and e["expect"]["call"] else \
+            "answer" if len(e["messages"]) > 1 else "none"
+    elif e["family"] == "text":
+        kind = "reverse" if q.startswith("Reverse") else "count" if q.startswith("How many") else \
+            "sort" if q.startswith("Sort") else "upper"
+    else:
+        words = any(w in q for w in (" plus ", " minus ", " times "))
+        op = "add" if (" + " in q or " plus " in q) else "sub" if (" - " in q or " minus " in q) else "mul"
+        kind = op + ("-words" if words else "")
+    return f"{e['family']}/{kind}/{'think' if e['thinking'] else 'direct'}"
+
+
+def accuracy_tables(hits, examples):
+    """(per family, per kind_of) exact-match counts and accuracy."""
+    def table(key):
+        out = {}
+        for h, e in zip(hits, examples):
+            row = out.setdefault(key(e), {"examples": 0, "exact": 0})
+            row["examples"] += 1
+            row["exact"] += int(h)
+        for row in out.values():
+            row["accuracy"] = round(row["exact"] / max(1, row["examples"]), 4)
+        return dict(sorted(out.items()))
+    return table(lambda e: e["family"]), table(kind_of)
+
+
 # ---------------------------------------------------------------- main
 
 def prefetch(batches, depth=4):
-    """Builds batches on a thread and copies them to the GPU ahead of use."""
+    """Builds each step's batches on a thread and copies them to the GPU ahead of use."""
     import queue
     import threading
     q = queue.Queue(depth)
 
     def work():
-        for ids, target in batches:
-            q.put((ids.pin_memory().to("cuda", non_blocking=True), target.pin_memory().to("cuda", non_blocking=True)))
+        for step in batches:
+            q.put([(ids.pin_memory().to("cuda", non_blocking=True), target.pin_memory().to("cuda", non_blocking=True))
+                   for ids, target in step])
 
     threading.Thread(target=work, daemon=True).start()
     while True:
@@ -376,9 +433,12 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--minutes", type=float, default=9.0, help="wall-time budget of the whole run")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--examples", type=int, default=300_000, help="training examples generated")
+    ap.add_argument("--examples", type=int, default=400_000, help="training examples generated")
     ap.add_argument("--heldout", type=int, default=3000)
-    ap.add_argument("--tokens-per-batch", type=int, default=49152)
+    ap.add_argument("--tokens-per-step", type=int, default=49152)
+    ap.add_argument("--arithmetic-share", type=float, default=None,
+                    help="share of arithmetic among the training examples (default: a third, as each family)")
+    ap.add_argument("--groups", type=int, default=3, help="length groups, one batch from each a step")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--router-margin", type=float, default=1.0)
     ap.add_argument("--profile", action="store_true", help="print where steps 20-30 spend GPU time")
@@ -396,12 +456,13 @@ def main():
     template = os.path.join(args.tokenizer_from, "chat_template.jinja")
     workers = max(1, min(16, os.cpu_count() or 1))
 
-    train = generate(args.seed, args.examples, template, workers)
+    train = generate(args.seed, args.examples, template, workers, args.arithmetic_share)
     seen = {e["prompt"] for e in train}
     heldout = [e for e in generate(HELDOUT_SEED + args.seed, args.heldout * 2, template, workers)
                if e["prompt"] not in seen][:args.heldout]
     pairs = tokenize(tok, train)
     held_pairs = tokenize(tok, heldout)
+    seen_sample = train[:args.heldout]  # accuracy on examples it trained on, beside the held-out one
     del train, seen
     print(f"data: {len(pairs)} training examples, {len(heldout)} held out, "
           f"{time.time() - start:.0f} s", flush=True)
@@ -416,7 +477,7 @@ def main():
     tap = RouterTap(model)
     # fused: one kernel for every parameter's update, not a launch per tensor
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
-    batches = prefetch(iter(Batches(pairs, args.tokens_per_batch, CONFIG["pad_token_id"], args.seed)))
+    batches = prefetch(iter(MixedSteps(pairs, args.tokens_per_step, args.groups, CONFIG["pad_token_id"], args.seed)))
     train_start = time.time()
     # Training stops early enough to leave time for export and evaluation.
     train_end = deadline - 50
@@ -442,15 +503,18 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, target = next(batches)
-        tokens_seen += ids.numel()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = answer_loss(model, ids, target)
-        keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
-        margin, balance, under = tap.losses(CONFIG["num_experts_per_tok"], args.router_margin, keep)
-        total = loss + 0.1 * margin + 0.01 * balance
         opt.zero_grad(set_to_none=True)
-        total.backward()
+        parts = next(batches)
+        loss = margin = under = 0.0
+        for ids, target in parts:  # gradients summed over the step's batches, each weighted 1 / len(parts)
+            tokens_seen += ids.numel()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                part_loss = answer_loss(model, ids, target)
+            keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
+            part_margin, balance, part_under = tap.losses(CONFIG["num_experts_per_tok"], args.router_margin, keep)
+            ((part_loss + 0.1 * part_margin + 0.01 * balance) / len(parts)).backward()
+            loss, margin, under = (loss + part_loss.detach() / len(parts), margin + part_margin.detach() / len(parts),
+                                   under + part_under / len(parts))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step % 25 == 0:
@@ -471,18 +535,20 @@ def main():
     from transformers import Qwen3_5MoeForCausalLM
     ref = Qwen3_5MoeForCausalLM.from_pretrained(args.out, dtype=torch.float32).to(device).eval()
     hits = exact_match(ref, held_pairs, device)
-    table = {}
-    for fam in FAMILIES:
-        got = [h for h, e in zip(hits, heldout) if e["family"] == fam]
-        table[fam] = {"examples": len(got), "exact": sum(got), "accuracy": round(sum(got) / max(1, len(got)), 4)}
+    table, kinds = accuracy_tables(hits, heldout)
+    seen_table, _ = accuracy_tables(exact_match(ref, pairs[:len(seen_sample)], device), seen_sample)
     print("held-out greedy exact match (transformers, float32):", json.dumps(table), flush=True)
+    print("on training examples:", json.dumps(seen_table), flush=True)
+    for k, row in kinds.items():
+        print(f"  {k:32s} {row['exact']:5d} / {row['examples']:5d}  {row['accuracy']:.3f}")
     for fam in FAMILIES:
-        misses = [(e, p) for h, e, p in zip(hits, heldout, held_pairs) if not h and e["family"] == fam][:2]
+        misses = [(e, p) for h, e, p in zip(hits, heldout, held_pairs) if not h and e["family"] == fam][:4]
         for e, (p, _) in misses:
             got = greedy_tokens(ref, p.tolist(), 48, CONFIG["eos_token_id"], device)
             print(f"  miss {fam}: {e['prompt'][-60:]!r} -> {tok.decode(got, skip_special_tokens=False)!r}")
     with open(os.path.join(args.out, "eval.json"), "w") as f:
-        json.dump({"steps": step, "seconds": round(time.time() - start, 1), "families": table,
+        json.dump({"steps": step, "seconds": round(time.time() - start, 1), "families": table, "kinds": kinds,
+                   "training_examples": seen_table,
                    "transformers_version": transformers.__version__, "torch_version": torch.__version__}, f, indent=1)
     with open(os.path.join(args.out, "heldout.jsonl"), "w", encoding="utf-8") as f:
         for e in heldout:
