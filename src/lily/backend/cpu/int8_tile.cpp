@@ -17,7 +17,11 @@
 
 namespace lily::cpu::int8 {
 
-bool tile_supported(Kernel k, const Matrix& W) { return k == Kernel::Vnni && supports(W); }
+bool tile_supported(Kernel k, const Matrix& W) {
+  // AVX2's byte product sums pairs into 16 bits: 8-bit weights (up to 255 x
+  // 127 a product) would saturate it, so they stay on the decode kernel there
+  return supports(W) && (k == Kernel::Vnni || (k == Kernel::Avx2 && W.bits == 4));
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define LILY_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -170,12 +174,168 @@ LILY_TILE_TARGET void tile_rows_of(const Matrix& W, int64_t r0, int64_t n, const
 }
 }  // namespace
 #undef LILY_TILE_TARGET
+
+// The same tiles for CPUs with AVX2 alone, 4-bit weights: eight rows to a
+// vector (a row's four bytes a 32-bit lane), two vectors for sixteen rows.
+// _mm256_maddubs_epi16 sums two byte products into each 16-bit half of a
+// lane; four columns of low and high nibbles add at most 16 products of at
+// most 15 x 127 there (30,480, short of 16-bit overflow) before one
+// _mm256_madd_epi16 folds the halves into the lane's 32-bit sum. So a group
+// costs a byte product per four weights of eight rows, and one conversion
+// and scaled add per eight rows, where the row-at-a-time kernel pays those
+// per row.
+#define LILY_AVX2_TILE __attribute__((target("avx2,fma,f16c")))
+namespace {
+namespace avx2 {
+constexpr int kRows = 8;  // a vector's rows
+
+struct Tile {
+  std::vector<uint8_t> lo, hi;     // [row_bytes / 4][32]: column d, lane i = row i's four nibbles
+  std::vector<float> scale, bias;  // [groups * 8]
+  std::vector<float> s, b;         // [8 * groups]: row by row, before the transposition
+};
+
+// The eight rows' 32 bytes at `at` transposed: out[d] lane i = row i's four
+// bytes d. Rows are interleaved by 32 bits, then by 64, which leaves each
+// 128-bit half holding four rows of one column; the halves are then paired.
+LILY_AVX2_TILE inline void transpose8(const uint8_t* const* rows, int64_t at, __m256i* out) {
+  __m256i r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + at));
+  for (int k = 0; k < 4; ++k) {  // t[2k] halves: rows 2k, 2k+1 of columns (0, 1 | 4, 5); t[2k+1]: (2, 3 | 6, 7)
+    t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {  // r[4k + m] halves: rows 4k..4k+3 of column m | m + 4
+    r[4 * k + 0] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+    r[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+    r[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+    r[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    out[m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x20);
+    out[4 + m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x31);
+  }
+}
+
+LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
+  const int64_t groups = W.cols / W.group_size, row_bytes = W.cols / 2;
+  const uint8_t* rows[kRows];
+  for (int64_t i = 0; i < kRows; ++i)  // a short tile repeats its last row
+    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  tile.lo.resize(static_cast<size_t>(row_bytes * kRows));
+  tile.hi.resize(tile.lo.size());
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  __m256i cols[8];
+  // as the AVX-512 tiles do: each line of the next tile's rows is asked into
+  // L2 as the same line of this one is read
+  const int64_t next = kRows * row_bytes;
+  for (int64_t at = 0; at < row_bytes; at += 32) {
+    if (at % 64 == 0 && r0 + 2 * kRows <= W.rows)
+      for (int i = 0; i < kRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + next, _MM_HINT_T1);
+    transpose8(rows, at, cols);
+    for (int d = 0; d < 8; ++d) {
+      const int64_t o = (at / 4 + d) * 32;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile.lo.data() + o), _mm256_and_si256(cols[d], low));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile.hi.data() + o),
+                          _mm256_and_si256(_mm256_srli_epi16(cols[d], 4), low));
+    }
+  }
+  tile.s.resize(static_cast<size_t>(kRows * groups));
+  tile.b.resize(tile.s.size());
+  tile.scale.resize(tile.s.size());
+  tile.bias.resize(tile.s.size());
+  for (int64_t i = 0; i < kRows; ++i)
+    scales_to_float(Isa::Avx2, W, r0 + std::min(i, n - 1), tile.s.data() + i * groups, tile.b.data() + i * groups);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t i = 0; i < kRows; ++i) {
+      tile.scale[g * kRows + i] = tile.s[i * groups + g];
+      tile.bias[g * kRows + i] = tile.b[i * groups + g];
+    }
+}
+
+// NT inputs against a loaded tile: per group, each lane's exact integer sum
+// (16-bit pieces of four columns folded into 32 bits), converted once and
+// scaled by scale x step, and the bias term bias x exact input sum, added
+// in that order group by group.
+template <int GB, int NT>
+LILY_AVX2_TILE void tile_inputs(const Tile& tile, int64_t cols, int64_t groups, int64_t n, const Input* in, float* y,
+                                int64_t y_stride) {
+  constexpr int64_t kWords = GB / 4;  // four-byte columns a group spans
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 tot[NT];
+  const int8_t *xe[NT], *xo[NT];
+  for (int t = 0; t < NT; ++t) {
+    tot[t] = _mm256_setzero_ps();
+    xe[t] = in[t].q.data();
+    xo[t] = in[t].q.data() + cols / 2;
+  }
+  const uint8_t* lo_at = tile.lo.data();
+  const uint8_t* hi_at = tile.hi.data();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+    for (int64_t j0 = 0; j0 < kWords; j0 += 4) {
+      __m256i part[NT];
+      for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int64_t j = j0; j < j0 + 4; ++j) {
+        const int64_t d = g * kWords + j;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo_at + d * 32));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi_at + d * 32));
+        for (int t = 0; t < NT; ++t) {  // byte 4d + k holds inputs 2(4d + k) (low nibble) and 2(4d + k) + 1 (high)
+          const __m256i e = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(xe[t] + 4 * d));
+          const __m256i o = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(xo[t] + 4 * d));
+          part[t] = _mm256_add_epi16(part[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)));
+        }
+      }
+      for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(part[t], ones));
+    }
+    const __m256 scale = _mm256_loadu_ps(tile.scale.data() + g * kRows), b = _mm256_loadu_ps(tile.bias.data() + g * kRows);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 cs = _mm256_mul_ps(scale, _mm256_set1_ps(in[t].step[g]));
+      tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), cs, tot[t]);
+      tot[t] = _mm256_fmadd_ps(b, _mm256_set1_ps(in[t].sum[g]), tot[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float lanes[kRows];
+    _mm256_store_ps(lanes, tot[t]);
+    for (int64_t i = 0; i < n; ++i) y[t * y_stride + i] = lanes[i];
+  }
+}
+
+template <int GB>
+LILY_AVX2_TILE void tile_rows_of(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+                                 int64_t y_stride) {
+  thread_local Tile tile;
+  const int64_t groups = W.cols / W.group_size;
+  for (int64_t h = 0; h < n; h += kRows) {  // sixteen rows as two tiles of eight
+    const int64_t m = std::min<int64_t>(kRows, n - h);
+    load_tile(W, r0 + h, m, tile);
+    float* yh = y + r0 + h;
+    // three inputs at a time (four would spill AVX2's sixteen registers),
+    // ending in pairs rather than a single input where that is possible
+    int64_t t = 0;
+    for (; T - t >= 5 || T - t == 3; t += 3)
+      tile_inputs<GB, 3>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
+    for (; t + 2 <= T; t += 2) tile_inputs<GB, 2>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
+    if (t < T) tile_inputs<GB, 1>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
+  }
+}
+}  // namespace avx2
+}  // namespace
+#undef LILY_AVX2_TILE
 #endif
 
-void tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y, int64_t y_stride) {
+void tile_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+               int64_t y_stride) {
   if (n < 1 || n > kTileRows) throw Error("int8 tile_rows: a tile has 1 to 16 rows");
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (tile_supported(Kernel::Vnni, W)) {
+  if (k == Kernel::Avx2 && tile_supported(k, W)) {
+    if (W.group_size == 64) return avx2::tile_rows_of<32>(W, r0, n, in, T, y, y_stride);
+    return avx2::tile_rows_of<64>(W, r0, n, in, T, y, y_stride);
+  }
+  if (k == Kernel::Vnni && tile_supported(k, W)) {
     const int gb = W.bits * W.group_size / 8;
     if (W.bits == 4 && gb == 32) return tile_rows_of<4, 32>(W, r0, n, in, T, y, y_stride);
     if (W.bits == 4) return tile_rows_of<4, 64>(W, r0, n, in, T, y, y_stride);
@@ -183,7 +343,7 @@ void tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t 
     return tile_rows_of<8, 128>(W, r0, n, in, T, y, y_stride);
   }
 #endif
-  (void)W, (void)r0, (void)in, (void)T, (void)y, (void)y_stride;
+  (void)k, (void)W, (void)r0, (void)in, (void)T, (void)y, (void)y_stride;
   throw Error("int8 tile_rows: not a matrix or CPU these tiles take");
 }
 

@@ -3,8 +3,9 @@
 // rows whose bytes lie along the vector, so every 64 bytes it converts and
 // scales a partial sum per row and input; with many inputs that bookkeeping,
 // not the byte products, is the work. Here a tile's rows are transposed once
-// into vectors whose sixteen lanes are the sixteen rows (four bytes each),
-// and each input meets them four bytes at a time, broadcast from memory: a
+// into vectors whose lanes are the rows (four bytes each; sixteen rows to a
+// vector with AVX-512, eight with AVX2, whose 4-bit tiles sum in 16-bit
+// pieces first), and each input meets them four bytes at a time, broadcast: a
 // lane sums a whole group of one row in integers before one conversion and
 // one scaled add, and the transposition is paid once for all the inputs.
 //
@@ -22,12 +23,13 @@ namespace lily::cpu::int8 {
 // Rows a tile covers.
 inline constexpr int64_t kTileRows = 16;
 
-// Whether tiles run for W with this kernel (AVX-512 VNNI and a matrix
-// int8::supports takes).
+// Whether tiles run for W with this kernel: a matrix int8::supports takes,
+// with AVX-512 VNNI, or with AVX2 where its weights are 4-bit.
 bool tile_supported(Kernel k, const Matrix& W);
 
 // y[t * y_stride + r0 + i] = row (r0 + i) of W . in[t], for i < n <= 16 and
-// t < T.
-void tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y, int64_t y_stride);
+// t < T, with kernel k's tiles.
+void tile_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+               int64_t y_stride);
 
 }  // namespace lily::cpu::int8

@@ -222,7 +222,7 @@ void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, f
       constexpr int64_t kRows = int8::kTileRows;
       pool.parallel_for((R + kRows - 1) / kRows, (grain + kRows - 1) / kRows, [&](int64_t b, int64_t e) {
         for (int64_t r0 = b * kRows; r0 < std::min(e * kRows, R); r0 += kRows)
-          int8::tile_rows(W, r0, std::min(kRows, R - r0), p.ins.data(), T, y, R);
+          int8::tile_rows(p.kernel, W, r0, std::min(kRows, R - r0), p.ins.data(), T, y, R);
       });
       return;
     }
