@@ -5,6 +5,7 @@
 // decodes: within the rounding of the inputs, never more; a batched call
 // and a prompt equal to single tokens; without int8 the float path, exact to float sums.
 #include "lily/backend/cpu/ggml_int8_dot.h"
+#include "lily/backend/cpu/ggml_int8_tile.h"
 
 #include <gtest/gtest.h>
 
@@ -123,10 +124,48 @@ TEST(GgmlInt8Dot, WithinTheInputRoundingOfTheExactProduct) {
         // a prompt's tokens share each decoded block, with each token's result what it gets alone
         std::vector<float> prompt(T * R);
         matmul(ctx, x.data(), T, W, prompt.data(), Rows::Prompt);
-        EXPECT_TRUE(prompt == y) << ggml_type_name(f.type) << ": a prompt's row differs from the token's";
+        if (!ggml_int8::tile_supported(int8::kernel_for(isa), W)) {
+          EXPECT_TRUE(prompt == y) << ggml_type_name(f.type) << ": a prompt's row differs from the token's";
+        } else {  // tiles (ggml_int8_tile.h): the same integer sums, their float terms added in another order
+          EXPECT_TRUE(within_rounding(f, W, x.data(), T, prompt.data())) << "tiles " << isa_name(isa) << " C " << C;
+          for (int64_t t = 0; t < T; ++t) {
+            matmul(ctx, x.data() + t * C, 1, W, one.data(), Rows::Prompt);
+            EXPECT_TRUE(std::equal(one.begin(), one.end(), prompt.begin() + t * R))
+                << ggml_type_name(f.type) << ": a prompt's token alone differs";
+            for (int64_t r = 0; r < R; ++r) {
+              std::vector<float> row(C);
+              W.row_to_float(r, row.data());
+              double mag = 0;
+              for (int64_t c = 0; c < C; ++c) mag += std::abs(double(row[c]) * x[t * C + c]);
+              EXPECT_NEAR(prompt[t * R + r], y[t * R + r], 1e-5 * mag) << "row " << r << " token " << t;
+            }
+          }
+        }
         EXPECT_TRUE(within_rounding(f, W, x.data(), T, y.data())) << isa_name(isa) << " C " << C;
       }
   }
+}
+
+TEST(GgmlInt8Dot, Q4_0TilesSumExtremeCodesWithoutOverflow) {
+  // every code 15 against inputs that round to +-127: a 16-bit piece of a
+  // tile's lane then holds 16 products of 15 x 127, the most it ever holds
+  const CpuContext ctx = test::cpu_context(Isa::Avx2, true);
+  const Format& f = kFormats[1];
+  ASSERT_EQ(f.type, GgmlType::Q4_0);
+  const int64_t R = 8, C = 256, T = 2;
+  std::vector<uint8_t> b(static_cast<size_t>(R * C / 32 * f.bytes), 0xFF);
+  for (int64_t k = 0; k < R * C / 32; ++k) {
+    const uint16_t one = float_to_f16(1.f);
+    std::memcpy(b.data() + k * f.bytes, &one, 2);
+  }
+  const Matrix W = blocks_matrix(f, b, R, C);
+  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  ASSERT_TRUE(ggml_int8::tile_supported(int8::Kernel::Avx2, W));
+  std::vector<float> x(T * C), y(T * R);
+  for (int64_t c = 0; c < C; ++c) x[c] = 1.f, x[C + c] = -1.f;
+  matmul(ctx, x.data(), T, W, y.data(), Rows::Prompt);
+  EXPECT_TRUE(within_rounding(f, W, x.data(), T, y.data()));
+  EXPECT_NEAR(y[0], 7.f * C, 1e-3);  // (15 - 8) x 1 per weight
 }
 
 // Whatever the inputs, the int8 products of a matrix of equal weights come

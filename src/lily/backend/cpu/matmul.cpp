@@ -5,6 +5,7 @@
 
 #include "lily/backend/cpu/amx_matmul.h"
 #include "lily/backend/cpu/ggml_int8_dot.h"
+#include "lily/backend/cpu/ggml_int8_tile.h"
 #include "lily/backend/cpu/int8_dot.h"
 #include "lily/backend/cpu/int8_tile.h"
 #include "lily/backend/cpu/kernels.h"
@@ -102,7 +103,7 @@ struct PackedInput {
   int8::Kernel kernel = int8::Kernel::None;  // None: the float path
   bool use_int8 = false;
   bool ggml = false;                    // a GGUF block format (int8 always)
-  bool tiles = false;                   // a prompt in int8 tiles of sixteen rows (int8_tile.h)
+  bool tiles = false;                   // a prompt in int8 tiles of rows (int8_tile.h, ggml_int8_tile.h)
   std::vector<int8::Input> ins;         // int8: one per token
   std::vector<ggml_int8::Input> gins;   // GGUF blocks: one per token
   std::vector<float> xsum, xeo;  // float: group sums and even/odd halves
@@ -114,6 +115,7 @@ void prepare(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, 
   if (W.ggml_blocks()) {
     p.ggml = p.use_int8 = true;
     p.kernel = int8::kernel_for(ctx.isa);
+    p.tiles = kind == Rows::Prompt && ggml_int8::tile_supported(p.kernel, W);
     p.gins.resize(static_cast<size_t>(T));
     const auto type = static_cast<GgmlType>(W.ggml_type);
     ctx.threads().parallel_for(T, 16, [&](int64_t b, int64_t e) {
@@ -219,10 +221,15 @@ void matmul(const CpuContext& ctx, const float* x, int64_t T, const Matrix& W, f
     PackedInput p;
     prepare(ctx, x, T, W, rows_kind, p);
     if (p.tiles) {  // whole tiles to each thread
-      constexpr int64_t kRows = int8::kTileRows;
-      pool.parallel_for((R + kRows - 1) / kRows, (grain + kRows - 1) / kRows, [&](int64_t b, int64_t e) {
-        for (int64_t r0 = b * kRows; r0 < std::min(e * kRows, R); r0 += kRows)
-          int8::tile_rows(p.kernel, W, r0, std::min(kRows, R - r0), p.ins.data(), T, y, R);
+      const int64_t rows = p.ggml ? ggml_int8::kTileRows : int8::kTileRows;
+      pool.parallel_for((R + rows - 1) / rows, (grain + rows - 1) / rows, [&](int64_t b, int64_t e) {
+        for (int64_t r0 = b * rows; r0 < std::min(e * rows, R); r0 += rows) {
+          const int64_t n = std::min(rows, R - r0);
+          if (p.ggml)
+            ggml_int8::tile_rows(p.kernel, W, r0, n, p.gins.data(), T, y, R);
+          else
+            int8::tile_rows(p.kernel, W, r0, n, p.ins.data(), T, y, R);
+        }
       });
       return;
     }

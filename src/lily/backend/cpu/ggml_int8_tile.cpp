@@ -1,0 +1,134 @@
+#include "lily/backend/cpu/ggml_int8_tile.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "lily/error.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace lily::cpu::ggml_int8 {
+
+bool tile_supported(int8::Kernel k, const Matrix& W) {
+  return k == int8::Kernel::Avx2 && supports(W) && static_cast<GgmlType>(W.ggml_type) == GgmlType::Q4_0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LILY_AVX2_TILE __attribute__((target("avx2,fma,f16c")))
+namespace {
+constexpr int64_t kBlockBytes = 18;  // an f16 scale d, then 16 bytes: weight j's code in byte j % 16, low nibble for j < 16
+constexpr int64_t kTileBlockBytes = 8 * 32;  // a block of the tile: four columns of low nibbles, four of high ones
+
+struct Tile {
+  std::vector<uint8_t> codes;  // [blocks][8][32]: column c (c < 4 low, else high nibbles), lane i = row i's four codes
+  std::vector<float> d;        // [blocks][8]
+};
+
+typedef int32_t unaligned_i32 __attribute__((may_alias, aligned(1)));
+
+LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
+  const int64_t blocks = W.cols / 32, row_bytes = blocks * kBlockBytes;
+  const uint8_t* rows[kTileRows];
+  for (int64_t i = 0; i < kTileRows; ++i)  // a short tile repeats its last row
+    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  tile.codes.resize(static_cast<size_t>(blocks * kTileBlockBytes));
+  tile.d.resize(static_cast<size_t>(blocks * kTileRows));
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  // eight streams the hardware prefetcher follows poorly: each line of the
+  // next tile's rows is asked into L2 as the same line of this one is read
+  const int64_t next = kTileRows * row_bytes;
+  const bool more = r0 + 2 * kTileRows <= W.rows;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t at = b * kBlockBytes;
+    if (more && at % 64 < kBlockBytes)
+      for (int i = 0; i < kTileRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + next, _MM_HINT_T1);
+    __m256i r[4];  // halves: row i | row i + 4, four 4-byte columns each
+    for (int i = 0; i < 4; ++i)
+      r[i] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 4] + at + 2)),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + at + 2)));
+    uint16_t h[kTileRows];
+    for (int i = 0; i < kTileRows; ++i) std::memcpy(&h[i], rows[i] + at, 2);
+    _mm256_storeu_ps(tile.d.data() + b * kTileRows, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
+    const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);  // columns 0, 1 | 2, 3
+    const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    const __m256i col[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                            _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    uint8_t* out = tile.codes.data() + b * kTileBlockBytes;
+    for (int c = 0; c < 4; ++c) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c * 32), _mm256_and_si256(col[c], low));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (4 + c) * 32),
+                          _mm256_and_si256(_mm256_srli_epi16(col[c], 4), low));
+    }
+  }
+}
+
+// NT inputs against a loaded tile, block by block: each lane's exact sum of
+// codes x inputs, less 8 x the block's input codes, converted and scaled by
+// d x step.
+template <int NT>
+LILY_AVX2_TILE void tile_inputs(const Tile& tile, int64_t blocks, int64_t n, const Input* in, float* y,
+                                int64_t y_stride) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 tot[NT];
+  const int8_t* x[NT];
+  for (int t = 0; t < NT; ++t) {
+    tot[t] = _mm256_setzero_ps();
+    x[t] = in[t].rounded.q.data();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* codes = tile.codes.data() + b * kTileBlockBytes;
+    __m256i part[NT];
+    for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {  // low nibbles of column c: inputs 4c..4c+3 of the block; high ones: 16 more
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + c * 32));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (4 + c) * 32));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i e = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(x[t] + 32 * b + 4 * c));
+        const __m256i o = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(x[t] + 32 * b + 16 + 4 * c));
+        part[t] = _mm256_add_epi16(part[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)));
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(tile.d.data() + b * kTileRows);
+    for (int t = 0; t < NT; ++t) {
+      const int32_t block_codes = in[t].codes16[2 * b] + in[t].codes16[2 * b + 1];
+      const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(part[t], ones), _mm256_set1_epi32(8 * block_codes));
+      tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[b])), tot[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float lanes[kTileRows];
+    _mm256_store_ps(lanes, tot[t]);
+    for (int64_t i = 0; i < n; ++i) y[t * y_stride + i] = lanes[i];
+  }
+}
+
+LILY_AVX2_TILE void q4_0_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+                                   int64_t y_stride) {
+  thread_local Tile tile;  // a prompt calls this for every eight rows of every product
+  load_tile(W, r0, n, tile);
+  const int64_t blocks = W.cols / 32;
+  float* yr = y + r0;
+  // three inputs at a time, ending in pairs rather than a single input where that is possible
+  int64_t t = 0;
+  for (; T - t >= 5 || T - t == 3; t += 3) tile_inputs<3>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
+  for (; t + 2 <= T; t += 2) tile_inputs<2>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
+  if (t < T) tile_inputs<1>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
+}
+}  // namespace
+#undef LILY_AVX2_TILE
+#endif
+
+void tile_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+               int64_t y_stride) {
+  if (n < 1 || n > kTileRows) throw Error("ggml int8 tile_rows: a tile has 1 to 8 rows");
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (tile_supported(k, W)) return q4_0_tile_rows(W, r0, n, in, T, y, y_stride);
+#endif
+  (void)k, (void)W, (void)r0, (void)in, (void)T, (void)y, (void)y_stride;
+  throw Error("ggml int8 tile_rows: not a matrix or CPU these tiles take");
+}
+
+}  // namespace lily::cpu::ggml_int8
