@@ -146,26 +146,27 @@ TEST(GgmlInt8Dot, WithinTheInputRoundingOfTheExactProduct) {
   }
 }
 
-TEST(GgmlInt8Dot, Q4_0TilesSumExtremeCodesWithoutOverflow) {
-  // every code 15 against inputs that round to +-127: a 16-bit piece of a
-  // tile's lane then holds 16 products of 15 x 127, the most it ever holds
-  const CpuContext ctx = test::cpu_context(Isa::Avx2, true);
-  const Format& f = kFormats[1];
-  ASSERT_EQ(f.type, GgmlType::Q4_0);
-  const int64_t R = 8, C = 256, T = 2;
-  std::vector<uint8_t> b(static_cast<size_t>(R * C / 32 * f.bytes), 0xFF);
-  for (int64_t k = 0; k < R * C / 32; ++k) {
-    const uint16_t one = float_to_f16(1.f);
-    std::memcpy(b.data() + k * f.bytes, &one, 2);
-  }
-  const Matrix W = blocks_matrix(f, b, R, C);
+TEST(GgmlInt8Dot, TilesSumExtremeCodesWithoutOverflow) {
+  // every code 15 (and every Q4_K scale 63) against inputs that round to
+  // +-127: a 16-bit piece of a tile's lane then holds 16 products of
+  // 15 x 127, the most it ever holds
   if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has no AVX2";
-  ASSERT_TRUE(ggml_int8::tile_supported(int8::Kernel::Avx2, W));
-  std::vector<float> x(T * C), y(T * R);
-  for (int64_t c = 0; c < C; ++c) x[c] = 1.f, x[C + c] = -1.f;
-  matmul(ctx, x.data(), T, W, y.data(), Rows::Prompt);
-  EXPECT_TRUE(within_rounding(f, W, x.data(), T, y.data()));
-  EXPECT_NEAR(y[0], 7.f * C, 1e-3);  // (15 - 8) x 1 per weight
+  const CpuContext ctx = test::cpu_context(Isa::Avx2, true);
+  for (const Format& f : kFormats) {
+    const int64_t R = 8, C = 512, T = 2;
+    std::vector<uint8_t> b(static_cast<size_t>(R * C / f.elems * f.bytes), 0xFF);
+    for (int64_t k = 0; k < R * C / f.elems; ++k)
+      for (size_t h = 0; h < f.halves.size(); ++h) {  // d = 1, dmin = 0
+        const uint16_t v = float_to_f16(h == 0 ? 1.f : 0.f);
+        std::memcpy(b.data() + k * f.bytes + f.halves[h], &v, 2);
+      }
+    const Matrix W = blocks_matrix(f, b, R, C);
+    if (!ggml_int8::tile_supported(int8::Kernel::Avx2, W)) continue;
+    std::vector<float> x(T * C), y(T * R);
+    for (int64_t c = 0; c < C; ++c) x[c] = 1.f, x[C + c] = -1.f;
+    matmul(ctx, x.data(), T, W, y.data(), Rows::Prompt);
+    EXPECT_TRUE(within_rounding(f, W, x.data(), T, y.data())) << ggml_type_name(f.type);
+  }
 }
 
 // Whatever the inputs, the int8 products of a matrix of equal weights come

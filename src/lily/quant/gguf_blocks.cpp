@@ -91,7 +91,8 @@ void q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// The eight 6-bit scales and mins of a Q4_K or Q5_K super-block.
+}  // namespace
+
 void scale_min_k4(const uint8_t* s, int* sc, int* mn) {
   for (int j = 0; j < 4; ++j) {
     sc[j] = s[j] & 63;
@@ -100,6 +101,8 @@ void scale_min_k4(const uint8_t* s, int* sc, int* mn) {
     mn[4 + j] = (s[8 + j] >> 4) | ((s[4 + j] >> 2) & 0x30);
   }
 }
+
+namespace {
 
 void q4_k(const uint8_t* b, float* y) {
   const float d = half(b), dmin = half(b + 2);

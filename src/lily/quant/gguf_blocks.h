@@ -18,4 +18,8 @@ bool gguf_type_supported(GgmlType t);
 // Throws lily::Error for a type it does not decode or a partial block.
 void dequantize_gguf(GgmlType t, const uint8_t* src, float* dst, int64_t n);
 
+// The eight 6-bit scales and mins of a Q4_K or Q5_K super-block, from its
+// twelve bytes at `s` (the CPU's prompt tiles unpack them per row as well).
+void scale_min_k4(const uint8_t* s, int* sc, int* mn);
+
 }  // namespace lily::quant

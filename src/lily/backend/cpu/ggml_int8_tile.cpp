@@ -4,7 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#include "lily/backend/cpu/avx2_transpose.h"
 #include "lily/error.h"
+#include "lily/io/dtype.h"
+#include "lily/quant/gguf_blocks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -13,7 +16,8 @@
 namespace lily::cpu::ggml_int8 {
 
 bool tile_supported(int8::Kernel k, const Matrix& W) {
-  return k == int8::Kernel::Avx2 && supports(W) && static_cast<GgmlType>(W.ggml_type) == GgmlType::Q4_0;
+  const auto type = static_cast<GgmlType>(W.ggml_type);
+  return k == int8::Kernel::Avx2 && supports(W) && (type == GgmlType::Q4_0 || type == GgmlType::Q4_K);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -117,6 +121,122 @@ LILY_AVX2_TILE void q4_0_tile_rows(const Matrix& W, int64_t r0, int64_t n, const
   for (; t + 2 <= T; t += 2) tile_inputs<2>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
   if (t < T) tile_inputs<1>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
 }
+
+// Q4_K: super-blocks of 256 weights in 144 bytes (f16 d and dmin, twelve
+// bytes of 6-bit scales and mins for eight sub-blocks of 32, then four
+// chunks of 32 bytes: chunk j's low nibbles are sub-block 2j, its high ones
+// sub-block 2j + 1), w = d x scale x q - dmin x min. A sub-block's eight
+// columns of a lane sum 16 products of at most 15 x 127 a 16-bit piece; the
+// pieces meet the lane's row's scale in _mm256_madd_epi16 (the scale in both
+// halves of the lane), the super-block sums in 32 bits (at most 8 x 63 x
+// 60,960) and ends in one scaled add, and the mins meet the exact input sums.
+constexpr int64_t kSuperBytes = 144;
+constexpr int64_t kSuperTileBytes = 8 * 8 * 32;  // eight sub-blocks of eight columns of 32 bytes
+
+struct KTile {
+  std::vector<uint8_t> codes;    // [supers][sub-block][column][32]: lane i = row i's four codes
+  std::vector<int32_t> scales;   // [supers][sub-block][8]: row i's scale in both 16-bit halves of lane i
+  std::vector<float> mins, d;    // [supers][sub-block][8]: dmin x min; [supers][8]
+};
+
+LILY_AVX2_TILE void load_k_tile(const Matrix& W, int64_t r0, int64_t n, KTile& tile) {
+  const int64_t supers = W.cols / 256, row_bytes = supers * kSuperBytes;
+  const uint8_t* rows[kTileRows];
+  for (int64_t i = 0; i < kTileRows; ++i)  // a short tile repeats its last row
+    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  tile.codes.resize(static_cast<size_t>(supers * kSuperTileBytes));
+  tile.scales.resize(static_cast<size_t>(supers * 8 * kTileRows));
+  tile.mins.resize(tile.scales.size());
+  tile.d.resize(static_cast<size_t>(supers * kTileRows));
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const int64_t next = kTileRows * row_bytes;
+  const bool more = r0 + 2 * kTileRows <= W.rows;
+  __m256i cols[8];
+  for (int64_t s = 0; s < supers; ++s) {
+    const int64_t at = s * kSuperBytes;
+    if (more)
+      for (int64_t line = 0; line < kSuperBytes; line += 64)
+        for (int i = 0; i < kTileRows; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + line + next, _MM_HINT_T1);
+    for (int64_t i = 0; i < kTileRows; ++i) {
+      const uint8_t* blk = rows[i] + at;
+      uint16_t h[2];
+      std::memcpy(h, blk, 4);
+      const float d = f16_to_float(h[0]), dmin = f16_to_float(h[1]);
+      int sc[8], mn[8];
+      quant::scale_min_k4(blk + 4, sc, mn);
+      tile.d[s * kTileRows + i] = d;
+      for (int j = 0; j < 8; ++j) {
+        tile.scales[(s * 8 + j) * kTileRows + i] = sc[j] | (sc[j] << 16);
+        tile.mins[(s * 8 + j) * kTileRows + i] = dmin * static_cast<float>(mn[j]);
+      }
+    }
+    uint8_t* out = tile.codes.data() + s * kSuperTileBytes;
+    for (int j = 0; j < 4; ++j) {
+      transpose8_avx2(rows, at + 16 + 32 * j, cols);
+      for (int c = 0; c < 8; ++c) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + ((2 * j) * 8 + c) * 32), _mm256_and_si256(cols[c], low));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + ((2 * j + 1) * 8 + c) * 32),
+                            _mm256_and_si256(_mm256_srli_epi16(cols[c], 4), low));
+      }
+    }
+  }
+}
+
+template <int NT>
+LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, const Input* in, float* y,
+                                  int64_t y_stride) {
+  __m256 tot[NT];
+  const int8_t* x[NT];
+  for (int t = 0; t < NT; ++t) {
+    tot[t] = _mm256_setzero_ps();
+    x[t] = in[t].rounded.q.data();
+  }
+  for (int64_t s = 0; s < supers; ++s) {
+    const uint8_t* codes = tile.codes.data() + s * kSuperTileBytes;
+    __m256i acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+    for (int sub = 0; sub < 8; ++sub) {  // sub-block sub: inputs 32 sub .. 32 sub + 31, column c four of them
+      __m256i part[NT];
+      for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (sub * 8 + c) * 32));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i e = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(x[t] + 256 * s + 32 * sub + 4 * c));
+          part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(q, e));
+        }
+      }
+      const __m256i scale = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.scales.data() + (s * 8 + sub) * kTileRows));
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(part[t], scale));
+    }
+    const __m256 d = _mm256_loadu_ps(tile.d.data() + s * kTileRows);
+    for (int t = 0; t < NT; ++t) {
+      __m256 v = tot[t];
+      for (int sub = 0; sub < 8; ++sub)
+        v = _mm256_fnmadd_ps(_mm256_loadu_ps(tile.mins.data() + (s * 8 + sub) * kTileRows),
+                             _mm256_set1_ps(in[t].rounded.sum[8 * s + sub]), v);
+      tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), v);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float lanes[kTileRows];
+    _mm256_store_ps(lanes, tot[t]);
+    for (int64_t i = 0; i < n; ++i) y[t * y_stride + i] = lanes[i];
+  }
+}
+
+LILY_AVX2_TILE void q4_k_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+                                   int64_t y_stride) {
+  thread_local KTile tile;
+  load_k_tile(W, r0, n, tile);
+  const int64_t supers = W.cols / 256;
+  float* yr = y + r0;
+  int64_t t = 0;
+  for (; T - t >= 5 || T - t == 3; t += 3) k_tile_inputs<3>(tile, supers, n, in + t, yr + t * y_stride, y_stride);
+  for (; t + 2 <= T; t += 2) k_tile_inputs<2>(tile, supers, n, in + t, yr + t * y_stride, y_stride);
+  if (t < T) k_tile_inputs<1>(tile, supers, n, in + t, yr + t * y_stride, y_stride);
+}
 }  // namespace
 #undef LILY_AVX2_TILE
 #endif
@@ -125,7 +245,10 @@ void tile_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inp
                int64_t y_stride) {
   if (n < 1 || n > kTileRows) throw Error("ggml int8 tile_rows: a tile has 1 to 8 rows");
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (tile_supported(k, W)) return q4_0_tile_rows(W, r0, n, in, T, y, y_stride);
+  if (tile_supported(k, W)) {
+    if (static_cast<GgmlType>(W.ggml_type) == GgmlType::Q4_K) return q4_k_tile_rows(W, r0, n, in, T, y, y_stride);
+    return q4_0_tile_rows(W, r0, n, in, T, y, y_stride);
+  }
 #endif
   (void)k, (void)W, (void)r0, (void)in, (void)T, (void)y, (void)y_stride;
   throw Error("ggml int8 tile_rows: not a matrix or CPU these tiles take");

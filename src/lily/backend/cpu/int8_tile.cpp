@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "lily/backend/cpu/avx2_transpose.h"
 #include "lily/backend/cpu/matmul.h"
 #include "lily/error.h"
 
@@ -195,28 +196,6 @@ struct Tile {
   std::vector<float> s, b;         // [8 * groups]: row by row, before the transposition
 };
 
-// The eight rows' 32 bytes at `at` transposed: out[d] lane i = row i's four
-// bytes d. Rows are interleaved by 32 bits, then by 64, which leaves each
-// 128-bit half holding four rows of one column; the halves are then paired.
-LILY_AVX2_TILE inline void transpose8(const uint8_t* const* rows, int64_t at, __m256i* out) {
-  __m256i r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + at));
-  for (int k = 0; k < 4; ++k) {  // t[2k] halves: rows 2k, 2k+1 of columns (0, 1 | 4, 5); t[2k+1]: (2, 3 | 6, 7)
-    t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; ++k) {  // r[4k + m] halves: rows 4k..4k+3 of column m | m + 4
-    r[4 * k + 0] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-    r[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-    r[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-    r[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-  }
-  for (int m = 0; m < 4; ++m) {
-    out[m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x20);
-    out[4 + m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x31);
-  }
-}
-
 LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
   const int64_t groups = W.cols / W.group_size, row_bytes = W.cols / 2;
   const uint8_t* rows[kRows];
@@ -232,7 +211,7 @@ LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile
   for (int64_t at = 0; at < row_bytes; at += 32) {
     if (at % 64 == 0 && r0 + 2 * kRows <= W.rows)
       for (int i = 0; i < kRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + next, _MM_HINT_T1);
-    transpose8(rows, at, cols);
+    transpose8_avx2(rows, at, cols);
     for (int d = 0; d < 8; ++d) {
       const int64_t o = (at / 4 + d) * 32;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile.lo.data() + o), _mm256_and_si256(cols[d], low));
