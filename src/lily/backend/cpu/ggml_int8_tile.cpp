@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "lily/backend/cpu/avx2_transpose.h"
@@ -32,6 +33,37 @@ struct Tile {
 };
 
 typedef int32_t unaligned_i32 __attribute__((may_alias, aligned(1)));
+
+// NT tokens' totals zeroed, and their int8 inputs.
+template <int NT>
+LILY_AVX2_TILE inline void start_tokens(const Input* in, __m256* tot, const int8_t** x) {
+  for (int t = 0; t < NT; ++t) {
+    tot[t] = _mm256_setzero_ps();
+    x[t] = in[t].rounded.q.data();
+  }
+}
+
+// The first n lanes (rows) of each of NT tokens' totals into y.
+template <int NT>
+LILY_AVX2_TILE inline void store_rows(const __m256* tot, int64_t n, float* y, int64_t y_stride) {
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float lanes[kTileRows];
+    _mm256_store_ps(lanes, tot[t]);
+    for (int64_t i = 0; i < n; ++i) y[t * y_stride + i] = lanes[i];
+  }
+}
+
+// A prompt's T tokens through a loaded tile three at a time (four would
+// spill AVX2's sixteen registers), ending in pairs rather than a single
+// token where that is possible: run(std::integral_constant<int, k>, t)
+// takes tokens t .. t + k - 1.
+template <class Run>
+inline void in_threes(int64_t T, Run run) {
+  int64_t t = 0;
+  for (; T - t >= 5 || T - t == 3; t += 3) run(std::integral_constant<int, 3>{}, t);
+  for (; t + 2 <= T; t += 2) run(std::integral_constant<int, 2>{}, t);
+  if (t < T) run(std::integral_constant<int, 1>{}, t);
+}
 
 LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
   const int64_t blocks = W.cols / 32, row_bytes = blocks * kBlockBytes;
@@ -78,10 +110,7 @@ LILY_AVX2_TILE void tile_inputs(const Tile& tile, int64_t blocks, int64_t n, con
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 tot[NT];
   const int8_t* x[NT];
-  for (int t = 0; t < NT; ++t) {
-    tot[t] = _mm256_setzero_ps();
-    x[t] = in[t].rounded.q.data();
-  }
+  start_tokens<NT>(in, tot, x);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* codes = tile.codes.data() + b * kTileBlockBytes;
     __m256i part[NT];
@@ -102,24 +131,16 @@ LILY_AVX2_TILE void tile_inputs(const Tile& tile, int64_t blocks, int64_t n, con
       tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[b])), tot[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) {
-    alignas(32) float lanes[kTileRows];
-    _mm256_store_ps(lanes, tot[t]);
-    for (int64_t i = 0; i < n; ++i) y[t * y_stride + i] = lanes[i];
-  }
+  store_rows<NT>(tot, n, y, y_stride);
 }
 
 LILY_AVX2_TILE void q4_0_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
                                    int64_t y_stride) {
   thread_local Tile tile;  // a prompt calls this for every eight rows of every product
   load_tile(W, r0, n, tile);
-  const int64_t blocks = W.cols / 32;
-  float* yr = y + r0;
-  // three inputs at a time, ending in pairs rather than a single input where that is possible
-  int64_t t = 0;
-  for (; T - t >= 5 || T - t == 3; t += 3) tile_inputs<3>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
-  for (; t + 2 <= T; t += 2) tile_inputs<2>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
-  if (t < T) tile_inputs<1>(tile, blocks, n, in + t, yr + t * y_stride, y_stride);
+  in_threes(T, [&](auto nt, int64_t t) {
+    tile_inputs<decltype(nt)::value>(tile, W.cols / 32, n, in + t, y + r0 + t * y_stride, y_stride);
+  });
 }
 
 // Q4_K: super-blocks of 256 weights in 144 bytes (f16 d and dmin, twelve
@@ -188,10 +209,7 @@ LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, 
                                   int64_t y_stride) {
   __m256 tot[NT];
   const int8_t* x[NT];
-  for (int t = 0; t < NT; ++t) {
-    tot[t] = _mm256_setzero_ps();
-    x[t] = in[t].rounded.q.data();
-  }
+  start_tokens<NT>(in, tot, x);
   for (int64_t s = 0; s < supers; ++s) {
     const uint8_t* codes = tile.codes.data() + s * kSuperTileBytes;
     __m256i acc[NT];
@@ -219,23 +237,16 @@ LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, 
       tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), v);
     }
   }
-  for (int t = 0; t < NT; ++t) {
-    alignas(32) float lanes[kTileRows];
-    _mm256_store_ps(lanes, tot[t]);
-    for (int64_t i = 0; i < n; ++i) y[t * y_stride + i] = lanes[i];
-  }
+  store_rows<NT>(tot, n, y, y_stride);
 }
 
 LILY_AVX2_TILE void q4_k_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
                                    int64_t y_stride) {
   thread_local KTile tile;
   load_k_tile(W, r0, n, tile);
-  const int64_t supers = W.cols / 256;
-  float* yr = y + r0;
-  int64_t t = 0;
-  for (; T - t >= 5 || T - t == 3; t += 3) k_tile_inputs<3>(tile, supers, n, in + t, yr + t * y_stride, y_stride);
-  for (; t + 2 <= T; t += 2) k_tile_inputs<2>(tile, supers, n, in + t, yr + t * y_stride, y_stride);
-  if (t < T) k_tile_inputs<1>(tile, supers, n, in + t, yr + t * y_stride, y_stride);
+  in_threes(T, [&](auto nt, int64_t t) {
+    k_tile_inputs<decltype(nt)::value>(tile, W.cols / 256, n, in + t, y + r0 + t * y_stride, y_stride);
+  });
 }
 }  // namespace
 #undef LILY_AVX2_TILE
