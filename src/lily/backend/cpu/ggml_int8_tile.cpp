@@ -256,7 +256,8 @@ void tile_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inp
                int64_t y_stride) {
   if (n < 1 || n > kTileRows) throw Error("ggml int8 tile_rows: a tile has 1 to 8 rows");
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (tile_supported(k, W)) {
+  // qualified: lookup by the argument int8::Kernel also finds int8::tile_supported
+  if (ggml_int8::tile_supported(k, W)) {
     if (static_cast<GgmlType>(W.ggml_type) == GgmlType::Q4_K) return q4_k_tile_rows(W, r0, n, in, T, y, y_stride);
     return q4_0_tile_rows(W, r0, n, in, T, y, y_stride);
   }
