@@ -1,13 +1,15 @@
-// The transposition the AVX2 prompt tiles (int8_tile, ggml_int8_tile) start
-// from: eight rows' 32 bytes become eight vectors whose 32-bit lane i is
-// row i's four bytes of one column, so a token's four input bytes, broadcast,
-// meet the same four columns of eight rows in one byte product.
+// What the AVX2 prompt tiles (int8_tile, ggml_int8_tile) share: the
+// transposition they start from, where eight rows' 32 bytes become eight
+// vectors whose 32-bit lane i is row i's four bytes of one column (so a
+// token's four input bytes, broadcast, meet the same four columns of eight
+// rows in one byte product), and the walk through a prompt's tokens.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace lily::cpu {
 
@@ -31,6 +33,18 @@ __attribute__((target("avx2"))) inline void transpose8_avx2(const uint8_t* const
     out[m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x20);
     out[4 + m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x31);
   }
+}
+
+// A prompt's T tokens through a loaded tile three at a time (four would
+// spill AVX2's sixteen registers), ending in pairs rather than a single
+// token where that is possible: run(std::integral_constant<int, k>, t)
+// takes tokens t .. t + k - 1.
+template <class Run>
+inline void in_threes(int64_t T, Run run) {
+  int64_t t = 0;
+  for (; T - t >= 5 || T - t == 3; t += 3) run(std::integral_constant<int, 3>{}, t);
+  for (; t + 2 <= T; t += 2) run(std::integral_constant<int, 2>{}, t);
+  if (t < T) run(std::integral_constant<int, 1>{}, t);
 }
 
 }  // namespace lily::cpu

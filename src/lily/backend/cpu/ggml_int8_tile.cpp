@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "lily/backend/cpu/avx2_transpose.h"
@@ -53,17 +52,6 @@ LILY_AVX2_TILE inline void store_rows(const __m256* tot, int64_t n, float* y, in
   }
 }
 
-// A prompt's T tokens through a loaded tile three at a time (four would
-// spill AVX2's sixteen registers), ending in pairs rather than a single
-// token where that is possible: run(std::integral_constant<int, k>, t)
-// takes tokens t .. t + k - 1.
-template <class Run>
-inline void in_threes(int64_t T, Run run) {
-  int64_t t = 0;
-  for (; T - t >= 5 || T - t == 3; t += 3) run(std::integral_constant<int, 3>{}, t);
-  for (; t + 2 <= T; t += 2) run(std::integral_constant<int, 2>{}, t);
-  if (t < T) run(std::integral_constant<int, 1>{}, t);
-}
 
 LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
   const int64_t blocks = W.cols / 32, row_bytes = blocks * kBlockBytes;

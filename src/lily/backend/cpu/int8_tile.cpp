@@ -292,13 +292,9 @@ LILY_AVX2_TILE void tile_rows_of(const Matrix& W, int64_t r0, int64_t n, const I
     const int64_t m = std::min<int64_t>(kRows, n - h);
     load_tile(W, r0 + h, m, tile);
     float* yh = y + r0 + h;
-    // three inputs at a time (four would spill AVX2's sixteen registers),
-    // ending in pairs rather than a single input where that is possible
-    int64_t t = 0;
-    for (; T - t >= 5 || T - t == 3; t += 3)
-      tile_inputs<GB, 3>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
-    for (; t + 2 <= T; t += 2) tile_inputs<GB, 2>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
-    if (t < T) tile_inputs<GB, 1>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
+    in_threes(T, [&](auto nt, int64_t t) {
+      tile_inputs<GB, decltype(nt)::value>(tile, W.cols, groups, m, in + t, yh + t * y_stride, y_stride);
+    });
   }
 }
 }  // namespace avx2
