@@ -98,7 +98,7 @@ Matrix blocks_matrix(const Format& f, const std::vector<uint8_t>& b, int64_t row
 }
 
 TEST(GgmlInt8Dot, WithinTheInputRoundingOfTheExactProduct) {
-  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
+  if (!cpu_has(Isa::Avx2)) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
   for (Isa isa : isas_here()) {
     if (int8::kernel_for(isa) == int8::Kernel::None) continue;
     const CpuContext ctx = test::cpu_context(isa, true);
@@ -150,7 +150,7 @@ TEST(GgmlInt8Dot, TilesSumExtremeCodesWithoutOverflow) {
   // every code 15 (and every Q4_K scale 63) against inputs that round to
   // +-127: a 16-bit piece of a tile's lane then holds 16 products of
   // 15 x 127, the most it ever holds
-  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!cpu_has(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
   const CpuContext ctx = test::cpu_context(Isa::Avx2, true);
   for (const Format& f : kFormats) {
     const int64_t R = 8, C = 512, T = 2;
@@ -173,7 +173,7 @@ TEST(GgmlInt8Dot, TilesSumExtremeCodesWithoutOverflow) {
 // out as the float path's up to the input rounding: no lane, block or row
 // is dropped or counted twice (rows of 1..9 exercise the short row blocks).
 TEST(GgmlInt8Dot, ShortRowBlocksAndBatchedProducts) {
-  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
+  if (!cpu_has(Isa::Avx2)) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
   const CpuContext ctx = test::cpu_context(best_isa(), true);
   const CpuContext exact = test::cpu_context(best_isa(), false);
   std::mt19937 rng(3);

@@ -1,4 +1,5 @@
-// The int8-activation decode path, at each ISA level with a kernel (AVX2, VNNI),
+// The int8-activation decode path, at each ISA level with a kernel (AVX2,
+// VNNI, Arm's SDOT and I8MM),
 // against the exact product of the same weights: within the rounding of the
 // inputs it makes, never more, and a batched call equal to single ones.
 #include "lily/backend/cpu/int8_dot.h"
@@ -19,8 +20,8 @@ namespace lily::cpu {
 namespace {
 
 TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
-  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512 VNNI";
-  for (Isa isa : isas_here()) {  // each ISA with an int8 kernel: AVX2's, and VNNI's where present
+  if (!has_int8_kernels(best_isa())) GTEST_SKIP() << "this CPU has no int8 kernel";
+  for (Isa isa : isas_here()) {  // each ISA with an int8 kernel: AVX2's and VNNI's, or SDOT's and I8MM's
     if (int8::kernel_for(isa) == int8::Kernel::None) continue;
     const CpuContext ctx = test::cpu_context(isa, true);
     const int8::Kernel k = int8::kernel_for(isa);
@@ -48,9 +49,35 @@ TEST(Int8Dot, WithinTheInputRoundingOfTheExactProduct) {
               EXPECT_TRUE(prompt == y) << "a prompt's row differs from the token's";
             }
             EXPECT_TRUE(test::within_int8_rounding(qw.m, x.data(), T, y.data()))
-                << (k == int8::Kernel::Vnni ? "VNNI " : "AVX2 ") << isa_name(isa) << " " << dtype_name(sd) << " bits " << bits << " gs " << gs
+                << isa_name(isa) << " " << dtype_name(sd) << " bits " << bits << " gs " << gs
                 << " C " << C;
           }
+  }
+}
+
+TEST(Int8Dot, ExtremeCodesAndInputsSumExactly) {
+  // 8-bit codes 0 and 255 and 4-bit 0 and 15 against inputs rounded to
+  // +-127: the largest products any kernel's pieces hold (Arm's SDOT meets
+  // 8-bit codes as code - 128 and adds 128 x the inputs back), in decode
+  // and prompt products alike
+  if (!has_int8_kernels(best_isa())) GTEST_SKIP() << "this CPU has no int8 kernel";
+  for (Isa isa : isas_here()) {
+    if (!has_int8_kernels(isa)) continue;
+    const CpuContext ctx = test::cpu_context(isa, true);
+    for (int bits : {4, 8}) {
+      const int64_t R = 20, C = 512, T = 5;
+      const float top = bits == 4 ? 15.f : 255.f;
+      std::vector<float> w(R * C), x(T * C);
+      for (int64_t i = 0; i < R * C; ++i) w[i] = (i / 3 + i / C) % 2 ? top : 0.f;
+      for (int64_t i = 0; i < T * C; ++i) x[i] = (i / 7 + i / C) % 2 ? 1.f : -1.f;
+      const test::QuantizedMatrix qw(w, R, C, bits, 64, DType::F32);
+      for (Rows kind : {Rows::Tokens, Rows::Prompt}) {
+        std::vector<float> y(T * R);
+        matmul(ctx, x.data(), T, qw.m, y.data(), kind);
+        EXPECT_TRUE(test::within_int8_rounding(qw.m, x.data(), T, y.data()))
+            << isa_name(isa) << " bits " << bits << (kind == Rows::Prompt ? " prompt" : " decode");
+      }
+    }
   }
 }
 

@@ -51,13 +51,18 @@ void check_tiles(Isa isa, std::initializer_list<int> bit_widths) {
 }
 
 TEST(Int8Tile, PromptTilesKeepTheDecodeKernelsSums) {
-  if (best_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  if (!cpu_has(Isa::Avx512Vnni)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   check_tiles(Isa::Avx512Vnni, {4, 8});
 }
 
 TEST(Int8Tile, Avx2TilesOfFourBitRowsKeepTheDecodeKernelsSums) {
-  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!cpu_has(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
   check_tiles(Isa::Avx2, {4});
+}
+
+TEST(Int8Tile, ArmI8mmTilesKeepTheDecodeKernelsSums) {
+  if (!cpu_has(Isa::ArmI8mm)) GTEST_SKIP() << "this CPU has no Arm I8MM";
+  check_tiles(Isa::ArmI8mm, {4, 8});
 }
 
 TEST(Int8Tile, Avx2TilesSumExtremeCodesWithoutOverflow) {
@@ -65,7 +70,7 @@ TEST(Int8Tile, Avx2TilesSumExtremeCodesWithoutOverflow) {
   // then holds up to 16 products of 15 x 127, the most it ever holds. (The
   // group's first weight, 15, is its edge of larger magnitude: code 0, bias
   // 15 and scale -1, so the zeros get code 15.)
-  if (best_isa() < Isa::Avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!cpu_has(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
   const CpuContext ctx = test::cpu_context(Isa::Avx2, true);
   const int64_t R = 8, C = 256, T = 2;
   std::vector<float> w(R * C), x(T * C);
@@ -84,6 +89,8 @@ TEST(Int8Tile, RefusesWhatItCannotTake) {
   EXPECT_TRUE(int8::tile_supported(int8::Kernel::Avx2, q4.m));
   EXPECT_FALSE(int8::tile_supported(int8::Kernel::Avx2, q8.m));  // 8-bit codes would saturate its 16-bit sums
   EXPECT_FALSE(int8::tile_supported(int8::Kernel::None, q4.m));
+  EXPECT_FALSE(int8::tile_supported(int8::Kernel::ArmDot, q4.m));  // SDOT alone: the decode kernel, tokens in turn
+  EXPECT_TRUE(int8::tile_supported(int8::Kernel::ArmI8mm, q8.m));
   EXPECT_THROW(int8::tile_rows(int8::Kernel::Vnni, q4.m, 0, 17, nullptr, 0, nullptr, 16), Error);
 }
 

@@ -27,7 +27,7 @@ class BatchDecode : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const bool int8 = GetParam().find("+int8") != std::string::npos;
-    if (int8 && cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "this CPU has no int8 kernel";
+    if (int8 && !cpu::has_int8_kernels(cpu::best_isa())) GTEST_SKIP() << "this CPU has no int8 kernel";
     backend_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(cpu::best_isa(), int8));
   }
   std::shared_ptr<Backend> backend_;

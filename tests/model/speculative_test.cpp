@@ -28,7 +28,7 @@ class Speculative : public ::testing::TestWithParam<std::string> {
       backend_ = make_backend(Device::Cuda, o);
     } else {
       const bool int8 = how == "int8";
-      if (int8 && cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "this CPU has no int8 kernel";
+      if (int8 && !cpu::has_int8_kernels(cpu::best_isa())) GTEST_SKIP() << "this CPU has no int8 kernel";
       backend_ = std::make_shared<cpu::CpuBackend>(test::cpu_context(cpu::best_isa(), int8));
     }
     const std::string name = param.substr(0, param.find('+'));

@@ -21,8 +21,8 @@ void CpuFlags::add_to(CLI::App* app) {
   app->add_option("--threads", threads, "CPU worker threads (default: all hardware threads)")
       ->check(CLI::PositiveNumber);
   app->add_option("--cpu-isa", isa,
-                  "CPU kernels to use: portable, avx2, avx512, avx512vnni or amx (default: LILY_CPU_ISA, else the "
-                  "best this CPU has)");
+                  "CPU kernels to use: portable, avx2, avx512, avx512vnni or amx on x86, armdot or armi8mm on Arm "
+                  "(default: LILY_CPU_ISA, else the best this CPU has)");
 }
 
 cpu::CpuOptions CpuFlags::options() const {
@@ -31,7 +31,7 @@ cpu::CpuOptions CpuFlags::options() const {
   o.threads = threads;
   if (!isa.empty()) {
     o.isa = cpu::parse_isa(isa);
-    if (!o.isa) throw Error("--cpu-isa " + isa + ": not one of portable, avx2, avx512, avx512vnni, amx");
+    if (!o.isa) throw Error("--cpu-isa " + isa + ": not one of portable, avx2, avx512, avx512vnni, amx, armdot, armi8mm");
   }
   o.int8 = int8_activations ? cpu::CpuOptions::Int8::On
            : float_activations ? cpu::CpuOptions::Int8::Off

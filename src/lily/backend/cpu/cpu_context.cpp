@@ -14,11 +14,18 @@
 #include <unistd.h>
 #endif
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#if defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 namespace lily::cpu {
 
 namespace {
-constexpr const char* kNames[] = {"portable", "avx2", "avx512", "avx512vnni", "amx"};
+constexpr const char* kNames[] = {"portable", "avx2", "avx512", "avx512vnni", "amx", "armdot", "armi8mm"};
+constexpr int kLevels = sizeof(kNames) / sizeof(kNames[0]);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 bool cpuid_bit(unsigned leaf, unsigned sub, int reg, unsigned bit) {
@@ -49,6 +56,23 @@ Isa detect() {
   if (!__builtin_cpu_supports("avx512vnni")) return Isa::Avx512;
   return has_amx() ? Isa::Amx : Isa::Avx512Vnni;
 }
+#elif defined(__aarch64__) && defined(__linux__)
+Isa detect() {
+  // the kernel's feature bits (HWCAP_ASIMDDP, HWCAP2_I8MM), spelled out for older headers
+  constexpr unsigned long kDotProd = 1ul << 20, kI8mm = 1ul << 13;
+  if (!(getauxval(AT_HWCAP) & kDotProd)) return Isa::Portable;
+  return getauxval(AT_HWCAP2) & kI8mm ? Isa::ArmI8mm : Isa::ArmDot;
+}
+#elif defined(__aarch64__) && defined(__APPLE__)
+bool sysctl_flag(const char* name) {
+  int v = 0;
+  size_t size = sizeof(v);
+  return sysctlbyname(name, &v, &size, nullptr, 0) == 0 && v != 0;
+}
+Isa detect() {
+  if (!sysctl_flag("hw.optional.arm.FEAT_DotProd")) return Isa::Portable;
+  return sysctl_flag("hw.optional.arm.FEAT_I8MM") ? Isa::ArmI8mm : Isa::ArmDot;
+}
 #else
 Isa detect() { return Isa::Portable; }
 #endif
@@ -57,7 +81,7 @@ Isa detect() { return Isa::Portable; }
 const char* isa_name(Isa isa) { return kNames[static_cast<int>(isa)]; }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < kLevels; ++i)
     if (name == kNames[i]) return static_cast<Isa>(i);
   return std::nullopt;
 }
@@ -68,9 +92,19 @@ Isa best_isa() {
 }
 
 std::vector<Isa> isas_here() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(best_isa()); ++i) out.push_back(static_cast<Isa>(i));
+  // Portable, then the levels of this CPU's architecture up to its best
+  const Isa best = best_isa();
+  const Isa first = best >= Isa::ArmDot ? Isa::ArmDot : Isa::Avx2;
+  std::vector<Isa> out{Isa::Portable};
+  if (best != Isa::Portable)
+    for (int i = static_cast<int>(first); i <= static_cast<int>(best); ++i) out.push_back(static_cast<Isa>(i));
   return out;
+}
+
+bool cpu_has(Isa isa) {
+  for (Isa here : isas_here())
+    if (here == isa) return true;
+  return false;
 }
 
 std::string CpuContext::describe() const {
@@ -84,17 +118,19 @@ CpuContext make_cpu_context(const CpuOptions& o) {
     c.isa = *o.isa;
   } else if (const char* env = std::getenv("LILY_CPU_ISA"); env && *env) {
     const auto parsed = parse_isa(env);
-    if (!parsed) throw Error(std::string("LILY_CPU_ISA=") + env + " is not one of portable, avx2, avx512, avx512vnni, amx");
+    if (!parsed)
+      throw Error(std::string("LILY_CPU_ISA=") + env +
+                  " is not one of portable, avx2, avx512, avx512vnni, amx (x86), armdot, armi8mm (Arm)");
     c.isa = *parsed;
   } else {
     c.isa = best_isa();
   }
-  if (c.isa > best_isa())
+  if (!cpu_has(c.isa))
     throw Error(std::string("this CPU cannot run the ") + isa_name(c.isa) + " kernels (the best it has is " +
                 isa_name(best_isa()) + ")");
-  const bool kernel = c.isa >= Isa::Avx2;
+  const bool kernel = has_int8_kernels(c.isa);
   if (o.int8 == CpuOptions::Int8::On && !kernel)
-    throw Error("int8 activations need AVX2 (with FMA and F16C) or better; the kernels here are " +
+    throw Error("int8 activations need AVX2 (with FMA and F16C) or better, or Arm's DotProd; the kernels here are " +
                 std::string(isa_name(c.isa)));
   c.int8 = o.int8 != CpuOptions::Int8::Off && kernel;
   const int n = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -22,8 +22,13 @@ class ThreadPool;
 // - Avx2: AVX2 with FMA and F16C (float kernels 8 wide; int8 products by 16-bit madd);
 // - Avx512: AVX-512 F/BW/VL (float kernels 16 wide);
 // - Avx512Vnni: and VNNI (int8 products by byte dot instructions);
-// - Amx: and AMX tiles (int8 prompt products on tiles).
-enum class Isa { Portable, Avx2, Avx512, Avx512Vnni, Amx };
+// - Amx: and AMX tiles (int8 prompt products on tiles);
+// and on 64-bit Arm, after Portable (which is NEON there):
+// - ArmDot: the SDOT byte dot products (Armv8.2 DotProd; int8 products);
+// - ArmI8mm: and the SMMLA/USMMLA 2 x 8 x 2 byte matrix products (int8 prompt tiles).
+// The order holds within one architecture only: an x86 CPU never has the Arm
+// levels, nor an Arm CPU the x86 ones, so ask cpu_has() rather than compare.
+enum class Isa { Portable, Avx2, Avx512, Avx512Vnni, Amx, ArmDot, ArmI8mm };
 
 const char* isa_name(Isa isa);
 // "portable", "avx2", "avx512", "avx512vnni" or "amx"; nullopt for anything else.
@@ -32,6 +37,10 @@ std::optional<Isa> parse_isa(std::string_view name);
 Isa best_isa();
 // Every level this CPU can run, lowest first.
 std::vector<Isa> isas_here();
+// Whether this CPU can run kernels of that level.
+bool cpu_has(Isa isa);
+// Whether a level has int8 products (every one but Portable).
+inline bool has_int8_kernels(Isa isa) { return isa != Isa::Portable; }
 
 struct CpuContext {
   Isa isa = Isa::Portable;

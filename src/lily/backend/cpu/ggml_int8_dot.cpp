@@ -28,6 +28,8 @@ bool supports(const Matrix& W) {
   }
 }
 
+bool has_kernel(int8::Kernel k) { return k == int8::Kernel::Vnni || k == int8::Kernel::Avx2; }
+
 namespace {
 // How many inputs share a step for a format: 256 for the super-block formats
 // (llama.cpp's Q8_K), 32 for Q4_0 and Q8_0 (their blocks).

@@ -24,6 +24,9 @@ inline constexpr int kGroup = 32;
 
 // A matrix of a block format these kernels take, in whole blocks per row.
 bool supports(const Matrix& W);
+// Whether these kernels exist for an int8 kernel family: the x86 ones (AVX2,
+// AVX-512 VNNI). On Arm, GGUF blocks take the float path.
+bool has_kernel(int8::Kernel k);
 
 // One input row: int8 codes in their natural order with a step and an exact
 // float sum per group of 32, and the sums of each four codes (what the

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lily/backend/cpu/isa_variants.h"
+#include "lily/backend/cpu/neon_int8.h"
 #include "lily/error.h"
 #include "lily/io/dtype.h"
 
@@ -19,8 +20,16 @@
 namespace lily::cpu::int8 {
 
 Kernel kernel_for(Isa isa) {
-  if (isa >= Isa::Avx512Vnni) return Kernel::Vnni;
-  return isa >= Isa::Avx2 ? Kernel::Avx2 : Kernel::None;
+  switch (isa) {
+    case Isa::Amx:
+    case Isa::Avx512Vnni: return Kernel::Vnni;
+    case Isa::Avx512:
+    case Isa::Avx2: return Kernel::Avx2;
+    case Isa::ArmDot: return Kernel::ArmDot;
+    case Isa::ArmI8mm: return Kernel::ArmI8mm;
+    case Isa::Portable: break;
+  }
+  return Kernel::None;
 }
 
 bool packed_format(const Matrix& W) {
@@ -303,6 +312,9 @@ void dot_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input& in,
   if (k == Kernel::None) throw Error("int8 dot_rows: no int8 kernel in this context");
 #if defined(__x86_64__) && defined(__GNUC__)
   dot_rows_n<1>(k, W, r0, n, &in, out, ahead);
+#elif LILY_NEON_INT8
+  (void)k, (void)ahead;
+  neon::dot_rows(W, r0, n, &in, 1, out);
 #else
   (void)W, (void)r0, (void)in, (void)ahead, (void)n, (void)out;
   throw Error("int8 dot_rows: no int8 kernel in this build");
@@ -315,6 +327,9 @@ void dot_tile(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in,
   int64_t t = 0;
   for (; t + 2 <= nt; t += 2) dot_rows_n<2>(k, W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
   for (; t < nt; ++t) dot_rows_n<1>(k, W, r0, n, in + t, out + 4 * t, t == 0 ? ahead : 0);
+#elif LILY_NEON_INT8
+  (void)k, (void)ahead;
+  neon::dot_rows(W, r0, n, in, nt, out);
 #else
   (void)W, (void)r0, (void)in, (void)ahead, (void)n, (void)out, (void)nt;
   throw Error("int8 dot_tile: no int8 kernel in this build");

@@ -19,8 +19,10 @@
 namespace lily::cpu::int8 {
 
 // The kernels: AVX-512 VNNI byte dot products, or AVX2 (byte products
-// summed in 16 then 32 bits) on CPUs without VNNI.
-enum class Kernel { None, Vnni, Avx2 };
+// summed in 16 then 32 bits) on CPUs without VNNI; on Arm, SDOT (four byte
+// products into a 32-bit lane), and with I8MM the prompts' 2 x 8 x 2 byte
+// matrix products (neon_int8.h).
+enum class Kernel { None, Vnni, Avx2, ArmDot, ArmI8mm };
 // The kernel a context at this ISA level uses (None below AVX2).
 Kernel kernel_for(Isa isa);
 

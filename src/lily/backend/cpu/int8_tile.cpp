@@ -5,6 +5,7 @@
 
 #include "lily/backend/cpu/avx2_transpose.h"
 #include "lily/backend/cpu/matmul.h"
+#include "lily/backend/cpu/neon_int8.h"
 #include "lily/error.h"
 
 #if defined(__x86_64__)
@@ -21,7 +22,7 @@ namespace lily::cpu::int8 {
 bool tile_supported(Kernel k, const Matrix& W) {
   // AVX2's byte product sums pairs into 16 bits: 8-bit weights (up to 255 x
   // 127 a product) would saturate it, so they stay on the decode kernel there
-  return supports(W) && (k == Kernel::Vnni || (k == Kernel::Avx2 && W.bits == 4));
+  return supports(W) && (k == Kernel::Vnni || k == Kernel::ArmI8mm || (k == Kernel::Avx2 && W.bits == 4));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -317,6 +318,8 @@ void tile_rows(Kernel k, const Matrix& W, int64_t r0, int64_t n, const Input* in
     if (gb == 64) return tile_rows_of<8, 64>(W, r0, n, in, T, y, y_stride);
     return tile_rows_of<8, 128>(W, r0, n, in, T, y, y_stride);
   }
+#elif LILY_NEON_INT8
+  if (k == Kernel::ArmI8mm && tile_supported(k, W)) return neon::tile_rows(W, r0, n, in, T, y, y_stride);
 #endif
   (void)k, (void)W, (void)r0, (void)in, (void)T, (void)y, (void)y_stride;
   throw Error("int8 tile_rows: not a matrix or CPU these tiles take");

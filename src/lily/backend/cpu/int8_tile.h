@@ -24,7 +24,8 @@ namespace lily::cpu::int8 {
 inline constexpr int64_t kTileRows = 16;
 
 // Whether tiles run for W with this kernel: a matrix int8::supports takes,
-// with AVX-512 VNNI, or with AVX2 where its weights are 4-bit.
+// with AVX-512 VNNI or Arm's I8MM (neon_int8.h), or with AVX2 where its
+// weights are 4-bit.
 bool tile_supported(Kernel k, const Matrix& W);
 
 // y[t * y_stride + r0 + i] = row (r0 + i) of W . in[t], for i < n <= 16 and

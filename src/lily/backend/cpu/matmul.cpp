@@ -92,7 +92,7 @@ namespace {
 // a block of four rows stays in L1 while every token meets it, which beats
 // converting the rows to floats for the float tiles.
 bool packed_product(const CpuContext& ctx, const Matrix& W, Rows kind) {
-  if (W.ggml_blocks()) return ctx.int8 && ggml_int8::supports(W);
+  if (W.ggml_blocks()) return ctx.int8 && ggml_int8::has_kernel(int8::kernel_for(ctx.isa)) && ggml_int8::supports(W);
   if (kind == Rows::Prompt) return ctx.int8 && int8::supports(W);
   return W.quantized() && (W.bits == 4 || W.bits == 8);
 }
