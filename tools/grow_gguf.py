@@ -10,7 +10,10 @@ kind (Gated DeltaNet or attention). Where llama.cpp's _M mix gives layer i
 another type than that source layer has (attn_v and ffn_down are Q6_K in
 some layers of a Q4_K_M file, Q4_K in the rest), the tensor is random blocks
 of the right type with the source tensor's root-mean-square weight. The
-weights are random either way: the file is for measuring speed.
+weights are random either way: the file is for measuring speed. A source
+that carries the MTP head (its `nextn` blocks after the layers, as
+`lily quantize --gguf` writes a `lily synth --mtp` checkpoint) keeps it: the
+head's blocks follow the N layers.
 
 Usage: grow_gguf.py SRC.gguf DST.gguf --layers 40 [--seed 0]
 gguf-py comes from $GGUF_PY or llama.cpp's source under ~/.cache/lily/peers
@@ -88,9 +91,8 @@ def main():
     r = gguf.GGUFReader(args.src)
     if field_value(r, "general.architecture") != ARCH:
         raise SystemExit(f"{args.src}: not a {ARCH} GGUF")
-    if field_value(r, f"{ARCH}.nextn_predict_layers"):
-        raise SystemExit(f"{args.src}: carries an MTP block; grow a file without one")
-    n_src = int(field_value(r, f"{ARCH}.block_count"))
+    n_mtp = int(field_value(r, f"{ARCH}.nextn_predict_layers") or 0)
+    n_src = int(field_value(r, f"{ARCH}.block_count")) - n_mtp  # the MTP blocks come last
     interval = int(field_value(r, f"{ARCH}.full_attention_interval"))
     n = args.layers
     if n < 1 or n > 1024:
@@ -111,6 +113,8 @@ def main():
     by_kind = {}
     for i in range(n_src):
         by_kind.setdefault(kind(i), []).append(i)
+    if any(n_src + j not in layers for j in range(n_mtp)):
+        raise SystemExit(f"{args.src}: nextn_predict_layers is {n_mtp}, but its blocks are missing")
     for k in {kind(i) for i in range(n)}:
         if k not in by_kind:
             raise SystemExit(f"{args.src}: no {k} layer to copy (the source needs one of each kind)")
@@ -136,6 +140,9 @@ def main():
         s = exact[i % len(exact)] if exact else candidates[i % len(candidates)]
         for suffix, t in layers[s]:
             plan.append((f"blk.{i}.{suffix}", t, target_type(i, suffix, t)))
+    for j in range(n_mtp):  # the head's blocks as they are, renumbered after the layers
+        for suffix, t in layers[n_src + j]:
+            plan.append((f"blk.{n + j}.{suffix}", t, t.tensor_type))
 
     w = gguf.GGUFWriter(args.dst, ARCH)
     for field in r.fields.values():
@@ -143,7 +150,7 @@ def main():
             continue
         vtype = field.types[0]
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        value = n if field.name == f"{ARCH}.block_count" else field.contents()
+        value = n + n_mtp if field.name == f"{ARCH}.block_count" else field.contents()
         w.add_key_value(field.name, value, vtype, sub_type=sub)
 
     def byte_shape(t, qtype):
@@ -169,7 +176,8 @@ def main():
             w.write_tensor_data(random_blocks(gguf, qtype, byte_shape(t, qtype), rms(gguf, t.data, t.tensor_type), rng))
             changed += 1
     w.close()
-    print(f"{args.dst}: {n} layers from {n_src}, {len(plan)} tensors, {changed} of them random blocks of the mix's type")
+    head = f" and the MTP head's {n_mtp} block(s)" if n_mtp else ""
+    print(f"{args.dst}: {n} layers from {n_src}{head}, {len(plan)} tensors, {changed} of them random blocks of the mix's type")
 
 
 if __name__ == "__main__":
