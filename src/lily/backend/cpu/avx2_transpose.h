@@ -2,7 +2,8 @@
 // transposition they start from, where eight rows' 32 bytes become eight
 // vectors whose 32-bit lane i is row i's four bytes of one column (so a
 // token's four input bytes, broadcast, meet the same four columns of eight
-// rows in one byte product), and the walk through a prompt's tokens.
+// rows in one byte product), the in-order sums of the byte products, and the
+// walk through a prompt's tokens.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -33,6 +34,16 @@ __attribute__((target("avx2"))) inline void transpose8_avx2(const uint8_t* const
     out[m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x20);
     out[4 + m] = _mm256_permute2x128_si256(r[m], r[4 + m], 0x31);
   }
+}
+
+// acc + the 16-bit pair sums of u8 x s8, added in program order. Left to
+// itself GCC re-associates a tile's chain of such adds into a tree, computes
+// a whole block's products before adding any, and spills them to the stack
+// (AVX2 has sixteen registers); the empty asm pins each sum where it is.
+__attribute__((target("avx2"))) inline __m256i add_products16(__m256i acc, __m256i u8, __m256i s8) {
+  acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, s8));
+  asm("" : "+x"(acc));
+  return acc;
 }
 
 // A prompt's T tokens through a loaded tile three at a time (four would

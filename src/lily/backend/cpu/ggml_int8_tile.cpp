@@ -109,7 +109,7 @@ LILY_AVX2_TILE void tile_inputs(const Tile& tile, int64_t blocks, int64_t n, con
       for (int t = 0; t < NT; ++t) {
         const __m256i e = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(x[t] + 32 * b + 4 * c));
         const __m256i o = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(x[t] + 32 * b + 16 + 4 * c));
-        part[t] = _mm256_add_epi16(part[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)));
+        part[t] = add_products16(add_products16(part[t], lo, e), hi, o);
       }
     }
     const __m256 d = _mm256_loadu_ps(tile.d.data() + b * kTileRows);
@@ -210,7 +210,7 @@ LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, 
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (sub * 8 + c) * 32));
         for (int t = 0; t < NT; ++t) {
           const __m256i e = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(x[t] + 256 * s + 32 * sub + 4 * c));
-          part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(q, e));
+          part[t] = add_products16(part[t], q, e);
         }
       }
       const __m256i scale = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.scales.data() + (s * 8 + sub) * kTileRows));

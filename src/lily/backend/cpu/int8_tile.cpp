@@ -265,7 +265,7 @@ LILY_AVX2_TILE void tile_inputs(const Tile& tile, int64_t cols, int64_t groups, 
         for (int t = 0; t < NT; ++t) {  // byte 4d + k holds inputs 2(4d + k) (low nibble) and 2(4d + k) + 1 (high)
           const __m256i e = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(xe[t] + 4 * d));
           const __m256i o = _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(xo[t] + 4 * d));
-          part[t] = _mm256_add_epi16(part[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)));
+          part[t] = add_products16(add_products16(part[t], lo, e), hi, o);
         }
       }
       for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(part[t], ones));
