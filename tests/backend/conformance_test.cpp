@@ -1,6 +1,6 @@
 // Every backend against the CPU reference, as llama.cpp's test-backend-ops
 // does: each operation on random inputs of awkward sizes, for every weight
-// format (F32, F16, BF16, MLX affine 4/6/8-bit), within a tolerance derived
+// format (F32, F16, BF16, MLX affine 4/6/8-bit, GGUF blocks), within a tolerance derived
 // from fp32 accumulation; then whole models on the fixtures, with the
 // reference's expert choices replayed (tiny random models route chaotically),
 // greedy steps where the top-1 margin decides them, batched equal to alone
@@ -26,6 +26,7 @@
 #include "lily/model/model.h"
 #include "lily/model/qwen35moe.h"
 #include "lily/quant/affine.h"
+#include "lily/quant/gguf_quantize.h"
 #include "support/int8_bound.h"
 #include "support/test_support.h"
 
@@ -68,10 +69,16 @@ struct HostMatrix {
   Matrix m;
 };
 
-enum class Format { F32, F16, BF16, Q4, Q6, Q8 };
+// MLX affine 4/6/8-bit, then GGUF block formats as `lily quantize --gguf` writes them.
+enum class Format { F32, F16, BF16, Q4, Q6, Q8, GgufQ4_0, GgufQ8_0, GgufQ4_K, GgufQ6_K };
 const char* name_of(Format f) {
-  const char* n[] = {"F32", "F16", "BF16", "Q4", "Q6", "Q8"};
+  const char* n[] = {"F32", "F16", "BF16", "Q4", "Q6", "Q8", "GGUF Q4_0", "GGUF Q8_0", "GGUF Q4_K", "GGUF Q6_K"};
   return n[static_cast<int>(f)];
+}
+bool gguf_format(Format f) { return f >= Format::GgufQ4_0; }
+GgmlType ggml_type_of(Format f) {
+  return f == Format::GgufQ4_0 ? GgmlType::Q4_0 : f == Format::GgufQ8_0 ? GgmlType::Q8_0
+                                                : f == Format::GgufQ4_K ? GgmlType::Q4_K : GgmlType::Q6_K;
 }
 
 HostMatrix make_matrix(Format f, int64_t rows, int64_t cols, uint32_t seed) {
@@ -93,6 +100,11 @@ HostMatrix make_matrix(Format f, int64_t rows, int64_t cols, uint32_t seed) {
   } else if (f == Format::F16 || f == Format::BF16) {
     put16(h.data, w, f == Format::BF16);
     h.m.dtype = f == Format::BF16 ? DType::BF16 : DType::F16;
+  } else if (gguf_format(f)) {
+    const std::string blocks = quant::quantize_gguf(ggml_type_of(f), w.data(), rows, cols);
+    h.data.assign(blocks.begin(), blocks.end());
+    h.m.dtype = DType::U8;
+    h.m.ggml_type = static_cast<int>(ggml_type_of(f));
   } else {
     const int bits = f == Format::Q4 ? 4 : f == Format::Q6 ? 6 : 8, gs = f == Format::Q8 ? 32 : 64;
     quant::QuantizedRows q = quant::quantize(w.data(), rows, cols, bits, gs);
@@ -188,8 +200,14 @@ class Conformance : public AgainstTheReference<Candidate> {
 TEST_P(Conformance, MatmulInEveryWeightFormat) {
   // awkward sizes, then the model's hidden width (the GPU's eight-a-load kernels at every token tiling)
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 192}, {40, 2048}})
-  for (Format f : {Format::F32, Format::F16, Format::BF16, Format::Q4, Format::Q6, Format::Q8})
+  for (Format f : {Format::F32, Format::F16, Format::BF16, Format::Q4, Format::Q6, Format::Q8, Format::GgufQ4_0,
+                   Format::GgufQ8_0, Format::GgufQ4_K, Format::GgufQ6_K})
     for (int64_t T : {1, 3, 6, 9}) {
+      int64_t block = 1, block_bytes = 1;
+      if (gguf_format(f)) ggml_block_layout(ggml_type_of(f), &block, &block_bytes);
+      if (cols % block != 0) continue;
+      // the CPU's int8 GGUF products round their inputs as llama.cpp's do: held by the GGUF int8 tests
+      if (gguf_format(f) && candidate().int8) continue;
       HostMatrix h = make_matrix(f, rows, cols, 7 + static_cast<uint32_t>(T + cols));
       const std::vector<float> x = random_floats(static_cast<size_t>(T * cols), 11);
       Tensor yc = cpu_.tensor(T, rows), yg = dut_->tensor(T, rows);
@@ -508,15 +526,16 @@ TEST_P(Conformance, TokenPicksAgree) {
 }
 
 // Whole models: the logits of every fixture prompt within 1e-3 of the
-// reference's, and batched equal to alone on every backend. The MLX fixtures
-// are tiny-a quantized: its prompts serve them too.
+// reference's, and batched equal to alone on every backend. The MLX and
+// GGUF Q8_0 fixtures are tiny-a quantized: its prompts serve them too.
 class WholeModel : public AgainstTheReference<std::tuple<Candidate, std::string>> {
  protected:
   const Candidate& candidate() const override { return std::get<0>(GetParam()); }
   std::string fixture() const { return std::get<1>(GetParam()); }
   test::Reference prompts() const {
     std::string base = fixture();
-    if (auto at = base.find("-mlx"); at != std::string::npos) base.resize(at);
+    for (const char* derived : {"-mlx", "-q8_0"})
+      if (auto at = base.find(derived); at != std::string::npos) base.resize(at);
     return test::load_reference(test::model_dir(base));
   }
   double tolerance() const { return 1e-3; }
@@ -681,10 +700,12 @@ INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(candidates()
 INSTANTIATE_TEST_SUITE_P(Fixtures, WholeModel,
                          ::testing::Combine(::testing::ValuesIn(candidates()),
                                             ::testing::Values<std::string>("tiny-a", "tiny-b", "tiny-c", "tiny-a-mlx4",
-                                                                           "tiny-a-mlx6", "tiny-a-mlx8")),
+                                                                           "tiny-a-mlx6", "tiny-a-mlx8",
+                                                                           "tiny-a-q8_0.gguf")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param).name + "_" + std::get<1>(info.param);
                            std::replace(n.begin(), n.end(), '-', '_');
+                           std::replace(n.begin(), n.end(), '.', '_');
                            return n;
                          });
 

@@ -1,6 +1,7 @@
 // Lily's decoding of ggml's block formats is bit-identical to llama.cpp's
 // gguf-py on random blocks (tools/make_gguf_block_refs.py wrote them and
-// gguf-py's decodings), zero blocks and 0xff blocks included.
+// gguf-py's decodings), zero blocks and 0xff blocks included; the affine
+// form of the blocks (what the GPU binds) holds the same values.
 #include "lily/quant/gguf_blocks.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <iterator>
 
 #include "lily/error.h"
+#include "lily/quant/affine.h"
 #include "support/test_support.h"
 
 namespace lily::quant {
@@ -53,6 +55,40 @@ TEST_P(GgufBlocks, BitIdenticalToGgufPy) {
   }
   EXPECT_EQ(mismatches, 0);
   EXPECT_LT(nans, n / 2);  // the references are mostly finite values
+}
+
+// The affine form a backend without block kernels binds holds each decoded
+// value to a few units in the last place of its group's magnitude.
+TEST_P(GgufBlocks, AffineFormHoldsTheDecodedValues) {
+  const auto [name, type] = GetParam();
+  const std::vector<uint8_t> blocks = slurp(test::data_dir() + "/gguf_blocks/" + name + ".blocks");
+  int64_t elems = 0, bytes = 0;
+  ASSERT_TRUE(ggml_block_layout(type, &elems, &bytes));
+  // two rows of half the blocks each
+  const int64_t nblocks = static_cast<int64_t>(blocks.size()) / bytes / 2 * 2, cols = nblocks / 2 * elems;
+  std::vector<float> want(static_cast<size_t>(2 * cols)), got(want.size());
+  dequantize_gguf(type, blocks.data(), want.data(), 2 * cols);
+  const AffineForm a = gguf_to_affine(type, blocks.data(), 2, cols);
+  ASSERT_TRUE(a.bits == 4 || a.bits == 6 || a.bits == 8) << a.bits;
+  ASSERT_EQ(cols % a.group_size, 0);
+  const int64_t groups = cols / a.group_size;
+  int64_t checked = 0;
+  for (int64_t r = 0; r < 2; ++r) {
+    dequantize_row(a.packed.data() + r * packed_row_bytes(cols, a.bits), a.scales.data() + r * groups,
+                   a.biases.data() + r * groups, DType::F32, cols, a.bits, a.group_size, got.data() + r * cols);
+    for (int64_t g = 0; g < groups; ++g) {
+      const float scale = a.scales[r * groups + g], bias = a.biases[r * groups + g];
+      const double mag = std::fabs(scale) * ((1 << a.bits) - 1) + std::fabs(bias);
+      if (!std::isfinite(mag)) continue;  // the 0xff blocks' NaN and infinite scales
+      for (int64_t c = g * a.group_size; c < (g + 1) * a.group_size; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c);
+        ASSERT_LE(std::fabs(double(got[i]) - want[i]), 4 * 1.2e-7 * mag)
+            << name << " row " << r << " column " << c << ": decoded " << want[i] << ", affine " << got[i];
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, cols);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, GgufBlocks,

@@ -42,6 +42,24 @@ void Matrix::row_to_float(int64_t r, float* out) const {
                         static_cast<const uint8_t*>(biases) + off, scale_dtype, cols, bits, group_size, out);
 }
 
+Matrix affine_copy_of_blocks(const Matrix& m) {
+  if (!m.ggml_blocks() || m.device != Device::Cpu)
+    throw Error("affine_copy_of_blocks: not a host matrix of a GGUF block format");
+  auto form = std::make_shared<const quant::AffineForm>(
+      quant::gguf_to_affine(static_cast<GgmlType>(m.ggml_type), static_cast<const uint8_t*>(m.data), m.rows, m.cols));
+  Matrix a;
+  a.rows = m.rows;
+  a.cols = m.cols;
+  a.bits = form->bits;
+  a.group_size = form->group_size;
+  a.scale_dtype = DType::F32;
+  a.data = form->packed.data();
+  a.scales = form->scales.data();
+  a.biases = form->biases.data();
+  a.owner = form;
+  return a;
+}
+
 Vector::Vector(std::vector<float> v) {
   auto held = std::make_shared<const std::vector<float>>(std::move(v));
   ptr = held->data();

@@ -49,6 +49,11 @@ struct Matrix {
   void row_to_float(int64_t r, float* out) const;
 };
 
+// A host matrix of a GGUF block format rewritten as affine groups of the
+// same values (quant::gguf_to_affine; memory the result owns): what a backend
+// without kernels for the block formats binds instead.
+Matrix affine_copy_of_blocks(const Matrix& m);
+
 // A float vector of weights. On the host it owns its floats (shared); on a
 // device it points into memory its owner keeps.
 struct Vector {

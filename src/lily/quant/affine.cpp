@@ -19,6 +19,12 @@ uint32_t unpack(const uint8_t* row, int64_t index, int bits) {
   return v & ((1u << bits) - 1u);
 }
 
+void pack(uint8_t* row, int64_t index, int bits, uint32_t q) {
+  const uint64_t bit = static_cast<uint64_t>(index) * static_cast<uint64_t>(bits);
+  row[bit / 8] |= static_cast<uint8_t>(q << (bit % 8));
+  if (bit % 8 + bits > 8) row[bit / 8 + 1] |= static_cast<uint8_t>(q >> (8 - bit % 8));
+}
+
 namespace {
 float scale_at(const void* p, DType t, int64_t i) {
   switch (t) {
@@ -82,10 +88,7 @@ QuantizedRows quantize(const float* w, int64_t rows, int64_t cols, int bits, int
       }
       for (int j = 0; j < group_size; ++j) {
         const float v = std::clamp(std::rint((x[j] - bias) / scale), 0.0f, n_bins);
-        const uint64_t bit = static_cast<uint64_t>(g * group_size + j) * static_cast<uint64_t>(bits);
-        const uint32_t qv = static_cast<uint32_t>(v);
-        out[bit / 8] |= static_cast<uint8_t>(qv << (bit % 8));
-        if (bit % 8 + bits > 8) out[bit / 8 + 1] |= static_cast<uint8_t>(qv >> (8 - bit % 8));
+        pack(out, g * group_size + j, bits, static_cast<uint32_t>(v));
       }
       q.scales[r * groups + g] = scale;
       q.biases[r * groups + g] = bias;

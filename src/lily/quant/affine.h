@@ -19,6 +19,8 @@ inline size_t packed_row_bytes(int64_t cols, int bits) { return static_cast<size
 
 // The q value at `index` of a packed row.
 uint32_t unpack(const uint8_t* row, int64_t index, int bits);
+// ORs `q` (< 2^bits) into a zeroed packed row at `index`.
+void pack(uint8_t* row, int64_t index, int bits, uint32_t q);
 
 // out[c] = scale[g] * q[c] + bias[g] for one row of `cols`; scales and biases
 // are the row's `cols / group_size` entries in `scale_dtype` (F32, F16, BF16).

@@ -438,9 +438,8 @@ class CudaBackend : public Backend {
 
   Matrix bind(const Matrix& host) override {
     if (host.device == Device::Cuda) return host;
-    if (host.ggml_blocks())
-      throw Error("the CUDA backend does not read GGUF block formats yet (" +
-                  ggml_type_name(static_cast<GgmlType>(host.ggml_type)) + "): run this model with --device cpu");
+    // GGUF blocks are read as the affine groups the kernels know, holding the same values
+    if (host.ggml_blocks()) return bind(affine_copy_of_blocks(host));
     Matrix m = host;
     const size_t data_bytes = static_cast<size_t>(host.rows) * host.row_bytes(), sb = host.scale_bytes();
     auto data = upload(host.data, data_bytes);
