@@ -10,8 +10,10 @@ OUT_DIR:
                                    them), embeddings tied to the LM head
   tokenizer files, chat template   copied from --tokenizer-from
   training_log.csv                 step, seconds, loss, router margin, lr
-  heldout.jsonl                    held-out examples (a seed the training
-                                   never drew from, prompts it never saw)
+  loss.png                         that loss curve drawn (matplotlib)
+  heldout.jsonl                    held-out examples (tiny_data's held-out
+                                   tenth of the contents, which training
+                                   never holds)
   eval.json                        greedy exact-match accuracy per family on
                                    the held-out examples, through transformers
   reference.json                   transformers' float32 greedy tokens on the
@@ -46,10 +48,10 @@ from make_template_suite import load_template, make_env  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The embedding (tied to the LM head) dominates the size: 151,936 x 96 in bf16
-# is 29 MB of a model of about 37 MB. 96 divides into MLX's 32-wide groups.
+# The embedding (tied to the LM head) dominates the size: 151,936 x 64 in bf16
+# is 19 MB of a model of about 25 MB. 64 divides into MLX's 32- and 64-wide groups.
 CONFIG = dict(
-    vocab_size=151936, hidden_size=96, num_hidden_layers=8,
+    vocab_size=151936, hidden_size=64, num_hidden_layers=8,
     layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
     num_attention_heads=4, num_key_value_heads=2, head_dim=64,
     partial_rotary_factor=0.25, rope_theta=10000000.0,
@@ -68,16 +70,17 @@ FAMILIES = ["arithmetic", "text", "tool"]
 # ---------------------------------------------------------------- data
 
 def _generate(args):
-    seed, count, template_path, arithmetic_share = args
+    seed, count, template_path, arithmetic_share, held_out = args
     template = make_env().from_string(load_template(template_path))
     rng = random.Random(seed)
-    return [tiny_data.example(rng, template, arithmetic_share) for _ in range(count)]
+    return [tiny_data.example(rng, template, arithmetic_share, held_out) for _ in range(count)]
 
 
-def generate(seed, count, template_path, workers, arithmetic_share=None):
-    """count examples in chunks, each chunk from its own seed derived from `seed`."""
+def generate(seed, count, template_path, workers, arithmetic_share=None, held_out=False):
+    """count examples in chunks, each chunk from its own seed derived from `seed`;
+    from tiny_data's held-out tenth of the contents when `held_out`, else from the rest."""
     chunk = 5000
-    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path, arithmetic_share)
+    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path, arithmetic_share, held_out)
             for i in range((count + chunk - 1) // chunk)]
     with mp.Pool(workers) as pool:
         return [e for part in pool.map(_generate, jobs) for e in part]
@@ -410,6 +413,32 @@ def accuracy_tables(hits, examples):
     return table(lambda e: e["family"]), table(kind_of)
 
 
+def plot_loss(log_path, png_path, title):
+    """The loss curve of training_log.csv as a PNG (matplotlib, when present)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing: no loss curve drawn", flush=True)
+        return
+    with open(log_path) as f:
+        rows = list(csv.DictReader(f))
+    steps = [int(r["step"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+    ax.plot(steps, [float(r["loss"]) for r in rows], lw=1.2, label="answer loss (nats / token)")
+    ax.plot(steps, [float(r["router_under_margin"]) for r in rows], lw=1.0,
+            label="share of router choices under the margin")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png_path)
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------- main
 
 def prefetch(batches, depth=4):
@@ -438,6 +467,10 @@ def main():
     ap.add_argument("--tokens-per-step", type=int, default=49152)
     ap.add_argument("--arithmetic-share", type=float, default=None,
                     help="share of arithmetic among the training examples (default: a third, as each family)")
+    ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"],
+                    help="decoder layers, a multiple of 4: three Gated DeltaNet layers to one attention layer")
+    ap.add_argument("--hidden", type=int, default=CONFIG["hidden_size"],
+                    help="hidden size, a multiple of 32 (MLX's group width); with the tied embedding it sets the file's size")
     ap.add_argument("--groups", type=int, default=3, help="length groups, one batch from each a step")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--router-margin", type=float, default=1.0)
@@ -445,6 +478,13 @@ def main():
     ap.add_argument("--reference-prompts", type=int, default=24)
     ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
     args = ap.parse_args()
+    if args.layers < 4 or args.layers % 4:
+        ap.error("--layers must be a positive multiple of 4 (the model's 3:1 layer pattern)")
+    if args.hidden < 32 or args.hidden % 32:
+        ap.error("--hidden must be a positive multiple of 32")
+    CONFIG["hidden_size"] = args.hidden
+    CONFIG["num_hidden_layers"] = args.layers
+    CONFIG["layer_types"] = (["linear_attention"] * 3 + ["full_attention"]) * (args.layers // 4)
     start = time.time()
     deadline = start + args.minutes * 60
     torch.manual_seed(args.seed)
@@ -457,13 +497,12 @@ def main():
     workers = max(1, min(16, os.cpu_count() or 1))
 
     train = generate(args.seed, args.examples, template, workers, args.arithmetic_share)
-    seen = {e["prompt"] for e in train}
-    heldout = [e for e in generate(HELDOUT_SEED + args.seed, args.heldout * 2, template, workers)
-               if e["prompt"] not in seen][:args.heldout]
+    # contents training never holds: other numbers, or a known word or city asked in other words
+    heldout = generate(HELDOUT_SEED + args.seed, args.heldout, template, workers, held_out=True)
     pairs = tokenize(tok, train)
     held_pairs = tokenize(tok, heldout)
     seen_sample = train[:args.heldout]  # accuracy on examples it trained on, beside the held-out one
-    del train, seen
+    del train
     print(f"data: {len(pairs)} training examples, {len(heldout)} held out, "
           f"{time.time() - start:.0f} s", flush=True)
 
@@ -526,6 +565,9 @@ def main():
                       f"{tokens_seen / max(1e-9, time.time() - train_start) / 1e3:.0f}k tokens/s", flush=True)
         step += 1
     log.close()
+    plot_loss(os.path.join(args.out, "training_log.csv"), os.path.join(args.out, "loss.png"),
+              f"{CONFIG['num_hidden_layers']} layers, hidden {CONFIG['hidden_size']}: {step} steps in "
+              f"{time.time() - train_start:.0f} s")
     print(f"trained {step} steps in {time.time() - train_start:.0f} s", flush=True)
 
     experts_cls.forward = loop_forward  # evaluation runs transformers' own code

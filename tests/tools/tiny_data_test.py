@@ -2,7 +2,8 @@
 """tools/tiny_data.py: the same seed gives the same examples, a different
 seed others; every family appears with thinking on and off; every answer is
 what the template renders after its own prompt and checks out (the sums are
-right, the calls name the city asked about)."""
+right, the calls name the city asked about); held-out examples hold only
+contents training examples never hold."""
 import json
 import os
 import subprocess
@@ -13,10 +14,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOOL = os.path.join(ROOT, "tools", "tiny_data.py")
 
 
-def generate(seed, count=300):
+def generate(seed, count=300, held_out=False):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "x.jsonl")
-        subprocess.run([sys.executable, TOOL, out, "--count", str(count), "--seed", str(seed)], check=True)
+        subprocess.run([sys.executable, TOOL, out, "--count", str(count), "--seed", str(seed)] +
+                       (["--held-out"] if held_out else []), check=True)
         return [json.loads(line) for line in open(out, encoding="utf-8")]
 
 
@@ -36,7 +38,16 @@ def main():
             city = e["expect"]["arguments"]["city"]
             assert f"<parameter=city>\n{city}\n</parameter>" in e["answer"], e
             assert city in e["messages"][-1]["content"], e
-    print(f"ok: {len(a)} examples, {len(seen)} family/thinking kinds")
+    # held-out contents: none of them in a training set many times their size
+    def key(e):
+        return json.dumps(e["key"])
+    training = {key(e) for e in generate(9, 3000)}
+    held = generate(10, 300, held_out=True)
+    assert not training & {key(e) for e in held}, "a held-out content appears in training"
+    assert {(e["family"], e["thinking"]) for e in held} == seen, "the held-out set misses a family"
+    calls = [e for e in held if isinstance(e["expect"], dict) and e["expect"]["call"]]
+    assert calls, "no held-out tool calls"
+    print(f"ok: {len(a)} examples, {len(seen)} family/thinking kinds, {len(held)} held out")
 
 
 if __name__ == "__main__":
