@@ -29,4 +29,6 @@ cd build-aarch64
 # only start and skip, this build having no GPU. The GGUF tokenizer's
 # comparison builds a 150k-token vocabulary twice: its code has no
 # architecture-specific part, and it runs natively.
-ctest --output-on-failure -j"$(nproc)" -E 'CtrlC|Conformance\..*/cuda|WholeModel\.|GgufModel\.TheMetadataTokenizer'
+# The trained model's held-out answers and quantized copies are hundreds of
+# generations; under emulation its greedy tokens against transformers' stand for them.
+ctest --output-on-failure -j"$(nproc)" -E 'CtrlC|Conformance\..*/cuda|WholeModel\.|GgufModel\.TheMetadataTokenizer|TrainedModel\.(Answers|Quantized)'
