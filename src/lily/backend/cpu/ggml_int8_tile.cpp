@@ -17,7 +17,8 @@ namespace lily::cpu::ggml_int8 {
 
 bool tile_supported(int8::Kernel k, const Matrix& W) {
   const auto type = static_cast<GgmlType>(W.ggml_type);
-  return k == int8::Kernel::Avx2 && supports(W) && (type == GgmlType::Q4_0 || type == GgmlType::Q4_K);
+  return k == int8::Kernel::Avx2 && supports(W) &&
+         (type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -236,6 +237,114 @@ LILY_AVX2_TILE void q4_k_tile_rows(const Matrix& W, int64_t r0, int64_t n, const
     k_tile_inputs<decltype(nt)::value>(tile, W.cols / 256, n, in + t, y + r0 + t * y_stride, y_stride);
   });
 }
+// Q6_K: super-blocks of 256 weights in 210 bytes (128 bytes of low
+// nibbles, 64 of high bit pairs, sixteen int8 scales, f16 d), w = d x scale
+// x (q - 32) for sub-blocks of 16. The tile holds q (0-63) in the Q4_K
+// tile's order, a 32-input chunk's eight columns. A 16-bit piece of a lane
+// holds two columns' four products of at most 63 x 127 (32,004); the first
+// pair of a sub-block starts from -16 x the sub-block's 16 input codes
+// (at most 32,512 in size), so the lane's madd with its scale in both halves
+// adds scale x (sum q x - 32 x sum x); the super-block sums in 32 bits (at
+// most 256 x 63 x 127 x 128) and ends in one scaled add.
+constexpr int64_t kQ6SuperBytes = 210;
+
+struct Q6Tile {
+  std::vector<uint8_t> codes;   // [supers][chunk][column][32], as KTile's
+  std::vector<int32_t> scales;  // [supers][sub-block of 16][8]: row i's int8 scale in both 16-bit halves
+  std::vector<float> d;         // [supers][8]
+};
+
+LILY_AVX2_TILE void load_q6_tile(const Matrix& W, int64_t r0, int64_t n, Q6Tile& tile) {
+  const int64_t supers = W.cols / 256, row_bytes = supers * kQ6SuperBytes;
+  const uint8_t* rows[kTileRows];
+  for (int64_t i = 0; i < kTileRows; ++i)  // a short tile repeats its last row
+    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  tile.codes.resize(static_cast<size_t>(supers * kSuperTileBytes));
+  tile.scales.resize(static_cast<size_t>(supers * 16 * kTileRows));
+  tile.d.resize(static_cast<size_t>(supers * kTileRows));
+  const __m256i low = _mm256_set1_epi8(0x0F), pair = _mm256_set1_epi8(0x03);
+  const int64_t next = kTileRows * row_bytes;
+  const bool more = r0 + 2 * kTileRows <= W.rows;
+  __m256i ql[8], qh[8];
+  for (int64_t s = 0; s < supers; ++s) {
+    const int64_t at = s * kQ6SuperBytes;
+    if (more)
+      for (int64_t line = 0; line < kQ6SuperBytes; line += 64)
+        for (int i = 0; i < kTileRows; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + line + next, _MM_HINT_T1);
+    for (int64_t i = 0; i < kTileRows; ++i) {
+      const uint8_t* blk = rows[i] + at;
+      uint16_t h;
+      std::memcpy(&h, blk + 208, 2);
+      tile.d[s * kTileRows + i] = f16_to_float(h);
+      for (int j = 0; j < 16; ++j) {
+        const uint16_t sc = static_cast<uint16_t>(static_cast<int16_t>(static_cast<int8_t>(blk[192 + j])));
+        tile.scales[(s * 16 + j) * kTileRows + i] = static_cast<int32_t>(sc | (static_cast<uint32_t>(sc) << 16));
+      }
+    }
+    uint8_t* out = tile.codes.data() + s * kSuperTileBytes;
+    // chunk k (inputs 32k .. 32k + 31) of half h = k / 4, m = k % 4: low
+    // nibbles from bytes 64h + 32 (m % 2) .. of the 128 (the high nibble
+    // when m >= 2), high pairs from bytes 128 + 32h .. at bit 2m
+    for (int h = 0; h < 2; ++h) {
+      transpose8_avx2(rows, at + 128 + 32 * h, qh);
+      for (int half = 0; half < 2; ++half) {
+        transpose8_avx2(rows, at + 64 * h + 32 * half, ql);
+        for (int nib = 0; nib < 2; ++nib) {
+          const int m = 2 * nib + half, chunk = 4 * h + m;
+          for (int c = 0; c < 8; ++c) {
+            const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql[c], 4 * nib), low);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh[c], 2 * m), pair);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (chunk * 8 + c) * 32),
+                                _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int NT>
+LILY_AVX2_TILE void q6_tile_inputs(const Q6Tile& tile, int64_t supers, int64_t n, const Input* in, float* y,
+                                   int64_t y_stride) {
+  __m256 tot[NT];
+  const int8_t* x[NT];
+  start_tokens<NT>(in, tot, x);
+  for (int64_t s = 0; s < supers; ++s) {
+    const uint8_t* codes = tile.codes.data() + s * kSuperTileBytes;
+    __m256i acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 16; ++j) {  // sub-block j: inputs 16 j .. 16 j + 15, columns 4 (j % 2) .. of chunk j / 2
+      const uint8_t* col = codes + ((j / 2) * 8 + 4 * (j % 2)) * 32;
+      const __m256i scale = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.scales.data() + (s * 16 + j) * kTileRows));
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xs = x[t] + 256 * s + 16 * j;
+        __m256i first = _mm256_set1_epi16(static_cast<int16_t>(-16 * in[t].codes16[16 * s + j]));
+        __m256i second = _mm256_setzero_si256();
+        for (int c = 0; c < 2; ++c)
+          first = add_products16(first, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + c * 32)),
+                                 _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(xs + 4 * c)));
+        for (int c = 2; c < 4; ++c)
+          second = add_products16(second, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + c * 32)),
+                                  _mm256_set1_epi32(*reinterpret_cast<const unaligned_i32*>(xs + 4 * c)));
+        acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(_mm256_madd_epi16(first, scale), _mm256_madd_epi16(second, scale)));
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(tile.d.data() + s * kTileRows);
+    for (int t = 0; t < NT; ++t)
+      tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), tot[t]);
+  }
+  store_rows<NT>(tot, n, y, y_stride);
+}
+
+LILY_AVX2_TILE void q6_k_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
+                                   int64_t y_stride) {
+  thread_local Q6Tile tile;
+  load_q6_tile(W, r0, n, tile);
+  in_threes(T, [&](auto nt, int64_t t) {
+    q6_tile_inputs<decltype(nt)::value>(tile, W.cols / 256, n, in + t, y + r0 + t * y_stride, y_stride);
+  });
+}
 }  // namespace
 #undef LILY_AVX2_TILE
 #endif
@@ -247,6 +356,7 @@ void tile_rows(int8::Kernel k, const Matrix& W, int64_t r0, int64_t n, const Inp
   // qualified: lookup by the argument int8::Kernel also finds int8::tile_supported
   if (ggml_int8::tile_supported(k, W)) {
     if (static_cast<GgmlType>(W.ggml_type) == GgmlType::Q4_K) return q4_k_tile_rows(W, r0, n, in, T, y, y_stride);
+    if (static_cast<GgmlType>(W.ggml_type) == GgmlType::Q6_K) return q6_k_tile_rows(W, r0, n, in, T, y, y_stride);
     return q4_0_tile_rows(W, r0, n, in, T, y, y_stride);
   }
 #endif
