@@ -54,22 +54,36 @@ LILY_AVX2_TILE inline void store_rows(const __m256* tot, int64_t n, float* y, in
 }
 
 
-LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
-  const int64_t blocks = W.cols / 32, row_bytes = blocks * kBlockBytes;
+// The tile's eight rows of `row_bytes` from row r0 (a short tile repeats
+// its last row), and where the next tile's rows start, when there is one to
+// read ahead: eight streams the hardware prefetcher follows poorly, so each
+// line of the next tile's rows is asked into L2 as this one's is read.
+struct TileRows {
   const uint8_t* rows[kTileRows];
-  for (int64_t i = 0; i < kTileRows; ++i)  // a short tile repeats its last row
-    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  int64_t next = 0;  // 0: no next tile
+  TileRows(const Matrix& W, int64_t r0, int64_t n, int64_t row_bytes) {
+    for (int64_t i = 0; i < kTileRows; ++i)
+      rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+    if (r0 + 2 * kTileRows <= W.rows) next = kTileRows * row_bytes;
+  }
+  // The next tile's lines of bytes at .. at + bytes - 1 of each row.
+  LILY_AVX2_TILE void prefetch(int64_t at, int64_t bytes) const {
+    if (next == 0) return;
+    for (int64_t line = 0; line < bytes; line += 64)
+      for (int i = 0; i < kTileRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + line + next, _MM_HINT_T1);
+  }
+};
+
+LILY_AVX2_TILE void load_tile(const Matrix& W, int64_t r0, int64_t n, Tile& tile) {
+  const int64_t blocks = W.cols / 32;
+  const TileRows tr(W, r0, n, blocks * kBlockBytes);
+  const uint8_t* const* rows = tr.rows;
   tile.codes.resize(static_cast<size_t>(blocks * kTileBlockBytes));
   tile.d.resize(static_cast<size_t>(blocks * kTileRows));
   const __m256i low = _mm256_set1_epi8(0x0F);
-  // eight streams the hardware prefetcher follows poorly: each line of the
-  // next tile's rows is asked into L2 as the same line of this one is read
-  const int64_t next = kTileRows * row_bytes;
-  const bool more = r0 + 2 * kTileRows <= W.rows;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t at = b * kBlockBytes;
-    if (more && at % 64 < kBlockBytes)
-      for (int i = 0; i < kTileRows; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + next, _MM_HINT_T1);
+    if (at % 64 < kBlockBytes) tr.prefetch(at, 1);
     __m256i r[4];  // halves: row i | row i + 4, four 4-byte columns each
     for (int i = 0; i < 4; ++i)
       r[i] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 4] + at + 2)),
@@ -150,24 +164,18 @@ struct KTile {
 };
 
 LILY_AVX2_TILE void load_k_tile(const Matrix& W, int64_t r0, int64_t n, KTile& tile) {
-  const int64_t supers = W.cols / 256, row_bytes = supers * kSuperBytes;
-  const uint8_t* rows[kTileRows];
-  for (int64_t i = 0; i < kTileRows; ++i)  // a short tile repeats its last row
-    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  const int64_t supers = W.cols / 256;
+  const TileRows tr(W, r0, n, supers * kSuperBytes);
+  const uint8_t* const* rows = tr.rows;
   tile.codes.resize(static_cast<size_t>(supers * kSuperTileBytes));
   tile.scales.resize(static_cast<size_t>(supers * 8 * kTileRows));
   tile.mins.resize(tile.scales.size());
   tile.d.resize(static_cast<size_t>(supers * kTileRows));
   const __m256i low = _mm256_set1_epi8(0x0F);
-  const int64_t next = kTileRows * row_bytes;
-  const bool more = r0 + 2 * kTileRows <= W.rows;
   __m256i cols[8];
   for (int64_t s = 0; s < supers; ++s) {
     const int64_t at = s * kSuperBytes;
-    if (more)
-      for (int64_t line = 0; line < kSuperBytes; line += 64)
-        for (int i = 0; i < kTileRows; ++i)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + line + next, _MM_HINT_T1);
+    tr.prefetch(at, kSuperBytes);
     for (int64_t i = 0; i < kTileRows; ++i) {
       const uint8_t* blk = rows[i] + at;
       uint16_t h[2];
@@ -193,16 +201,28 @@ LILY_AVX2_TILE void load_k_tile(const Matrix& W, int64_t r0, int64_t n, KTile& t
   }
 }
 
-template <int NT>
-LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, const Input* in, float* y,
-                                  int64_t y_stride) {
+// NT tokens through a tile of super-blocks: sums(s, codes, x, acc) adds
+// each token's integer sums of super-block s into acc, whose tokens' totals
+// fold(s, t, acc[t], total) then takes.
+template <int NT, class Sums, class Fold>
+LILY_AVX2_TILE inline void over_supers(const std::vector<uint8_t>& tile_codes, int64_t supers, int64_t n,
+                                       const Input* in, float* y, int64_t y_stride, Sums sums, Fold fold) {
   __m256 tot[NT];
   const int8_t* x[NT];
   start_tokens<NT>(in, tot, x);
   for (int64_t s = 0; s < supers; ++s) {
-    const uint8_t* codes = tile.codes.data() + s * kSuperTileBytes;
     __m256i acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+    sums(s, tile_codes.data() + s * kSuperTileBytes, x, acc);
+    for (int t = 0; t < NT; ++t) tot[t] = fold(s, t, acc[t], tot[t]);
+  }
+  store_rows<NT>(tot, n, y, y_stride);
+}
+
+template <int NT>
+LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, const Input* in, float* y,
+                                  int64_t y_stride) {
+  auto sums = [&](int64_t s, const uint8_t* codes, const int8_t* const* x, __m256i* acc) LILY_AVX2_TILE {
     for (int sub = 0; sub < 8; ++sub) {  // sub-block sub: inputs 32 sub .. 32 sub + 31, column c four of them
       __m256i part[NT];
       for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
@@ -217,16 +237,15 @@ LILY_AVX2_TILE void k_tile_inputs(const KTile& tile, int64_t supers, int64_t n, 
       const __m256i scale = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.scales.data() + (s * 8 + sub) * kTileRows));
       for (int t = 0; t < NT; ++t) acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(part[t], scale));
     }
+  };
+  auto fold = [&](int64_t s, int t, __m256i acc, __m256 total) LILY_AVX2_TILE {
+    for (int sub = 0; sub < 8; ++sub)
+      total = _mm256_fnmadd_ps(_mm256_loadu_ps(tile.mins.data() + (s * 8 + sub) * kTileRows),
+                               _mm256_set1_ps(in[t].rounded.sum[8 * s + sub]), total);
     const __m256 d = _mm256_loadu_ps(tile.d.data() + s * kTileRows);
-    for (int t = 0; t < NT; ++t) {
-      __m256 v = tot[t];
-      for (int sub = 0; sub < 8; ++sub)
-        v = _mm256_fnmadd_ps(_mm256_loadu_ps(tile.mins.data() + (s * 8 + sub) * kTileRows),
-                             _mm256_set1_ps(in[t].rounded.sum[8 * s + sub]), v);
-      tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), v);
-    }
-  }
-  store_rows<NT>(tot, n, y, y_stride);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), total);
+  };
+  over_supers<NT>(tile.codes, supers, n, in, y, y_stride, sums, fold);
 }
 
 LILY_AVX2_TILE void q4_k_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
@@ -255,23 +274,17 @@ struct Q6Tile {
 };
 
 LILY_AVX2_TILE void load_q6_tile(const Matrix& W, int64_t r0, int64_t n, Q6Tile& tile) {
-  const int64_t supers = W.cols / 256, row_bytes = supers * kQ6SuperBytes;
-  const uint8_t* rows[kTileRows];
-  for (int64_t i = 0; i < kTileRows; ++i)  // a short tile repeats its last row
-    rows[i] = static_cast<const uint8_t*>(W.data) + (r0 + std::min(i, n - 1)) * row_bytes;
+  const int64_t supers = W.cols / 256;
+  const TileRows tr(W, r0, n, supers * kQ6SuperBytes);
+  const uint8_t* const* rows = tr.rows;
   tile.codes.resize(static_cast<size_t>(supers * kSuperTileBytes));
   tile.scales.resize(static_cast<size_t>(supers * 16 * kTileRows));
   tile.d.resize(static_cast<size_t>(supers * kTileRows));
   const __m256i low = _mm256_set1_epi8(0x0F), pair = _mm256_set1_epi8(0x03);
-  const int64_t next = kTileRows * row_bytes;
-  const bool more = r0 + 2 * kTileRows <= W.rows;
   __m256i ql[8], qh[8];
   for (int64_t s = 0; s < supers; ++s) {
     const int64_t at = s * kQ6SuperBytes;
-    if (more)
-      for (int64_t line = 0; line < kQ6SuperBytes; line += 64)
-        for (int i = 0; i < kTileRows; ++i)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at + line + next, _MM_HINT_T1);
+    tr.prefetch(at, kQ6SuperBytes);
     for (int64_t i = 0; i < kTileRows; ++i) {
       const uint8_t* blk = rows[i] + at;
       uint16_t h;
@@ -307,13 +320,7 @@ LILY_AVX2_TILE void load_q6_tile(const Matrix& W, int64_t r0, int64_t n, Q6Tile&
 template <int NT>
 LILY_AVX2_TILE void q6_tile_inputs(const Q6Tile& tile, int64_t supers, int64_t n, const Input* in, float* y,
                                    int64_t y_stride) {
-  __m256 tot[NT];
-  const int8_t* x[NT];
-  start_tokens<NT>(in, tot, x);
-  for (int64_t s = 0; s < supers; ++s) {
-    const uint8_t* codes = tile.codes.data() + s * kSuperTileBytes;
-    __m256i acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_si256();
+  auto sums = [&](int64_t s, const uint8_t* codes, const int8_t* const* x, __m256i* acc) LILY_AVX2_TILE {
     for (int j = 0; j < 16; ++j) {  // sub-block j: inputs 16 j .. 16 j + 15, columns 4 (j % 2) .. of chunk j / 2
       const uint8_t* col = codes + ((j / 2) * 8 + 4 * (j % 2)) * 32;
       const __m256i scale = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.scales.data() + (s * 16 + j) * kTileRows));
@@ -330,11 +337,12 @@ LILY_AVX2_TILE void q6_tile_inputs(const Q6Tile& tile, int64_t supers, int64_t n
         acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(_mm256_madd_epi16(first, scale), _mm256_madd_epi16(second, scale)));
       }
     }
+  };
+  auto fold = [&](int64_t s, int t, __m256i acc, __m256 total) LILY_AVX2_TILE {
     const __m256 d = _mm256_loadu_ps(tile.d.data() + s * kTileRows);
-    for (int t = 0; t < NT; ++t)
-      tot[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), tot[t]);
-  }
-  store_rows<NT>(tot, n, y, y_stride);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(d, _mm256_set1_ps(in[t].rounded.step[8 * s])), total);
+  };
+  over_supers<NT>(tile.codes, supers, n, in, y, y_stride, sums, fold);
 }
 
 LILY_AVX2_TILE void q6_k_tile_rows(const Matrix& W, int64_t r0, int64_t n, const Input* in, int64_t T, float* y,
