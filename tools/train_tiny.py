@@ -475,6 +475,9 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--router-margin", type=float, default=1.0)
     ap.add_argument("--profile", action="store_true", help="print where steps 20-30 spend GPU time")
+    ap.add_argument("--no-autocast", dest="autocast", action="store_false",
+                    help="train in float32 with TF32 products instead of bf16 autocast: no per-op weight casts, "
+                         "which are thousands of copies a step in this host-bound loop")
     ap.add_argument("--reference-prompts", type=int, default=24)
     ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
     args = ap.parse_args()
@@ -489,6 +492,9 @@ def main():
     deadline = start + args.minutes * 60
     torch.manual_seed(args.seed)
     device = "cuda"
+    if not args.autocast:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     os.makedirs(args.out, exist_ok=True)
     from tokenizers import Tokenizer
     import transformers
@@ -547,7 +553,7 @@ def main():
         loss = margin = under = 0.0
         for ids, target in parts:  # gradients summed over the step's batches, each weighted 1 / len(parts)
             tokens_seen += ids.numel()
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.autocast):
                 part_loss = answer_loss(model, ids, target)
             keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
             part_margin, balance, part_under = tap.losses(CONFIG["num_experts_per_tok"], args.router_margin, keep)
