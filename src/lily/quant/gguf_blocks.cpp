@@ -232,10 +232,16 @@ void dequantize_gguf(GgmlType t, const uint8_t* src, float* dst, int64_t n) {
   BlockParts p;
   for (int64_t i = 0; i < n / elems; ++i) {
     f.parse(src + i * bytes, p);
-    float* y = dst + i * elems;
-    for (int64_t e = 0; e < elems; ++e) {
-      const int g = static_cast<int>(e / f.group);
-      y[e] = f.offset ? p.mul[g] * static_cast<float>(p.ival[e]) + p.add[g] : p.mul[g] * static_cast<float>(p.ival[e]);
+    // a group at a time, the offset decided once a group: this is the CPU's
+    // float path for GGUF rows, and no element should pay a division or a branch
+    for (int64_t g = 0; g < elems / f.group; ++g) {
+      const int* q = p.ival + g * f.group;
+      float* y = dst + i * elems + g * f.group;
+      const float mul = p.mul[g], add = p.add[g];
+      if (f.offset)
+        for (int j = 0; j < f.group; ++j) y[j] = mul * static_cast<float>(q[j]) + add;
+      else
+        for (int j = 0; j < f.group; ++j) y[j] = mul * static_cast<float>(q[j]);
     }
   }
 }
