@@ -153,7 +153,7 @@ TEST_F(TrainedModel, QuantizedCheckpointsGiveTheSameAnswers) {
   const std::vector<Example> examples = first_of_each_family(heldout(), 20);
   for (int bits : {8, 4}) {
     test::TempDir d;
-    // hidden 96 is a whole number of 32-wide groups, not of 64-wide ones
+    // the trainer takes any hidden size of whole 32-wide groups (--hidden), not always of 64-wide ones
     quant::export_mlx(test::tiny_model_dir(), d.str(), {bits, 32});
     for (bool int8 : {false, true}) {
       if (int8 && !cpu::has_int8_kernels(cpu::best_isa())) continue;
