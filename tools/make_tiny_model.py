@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Write the small model that ships with Lily (models/lily-tiny).
+"""Write the random-weight tiny model the tests run when they need a model
+that never ends an answer on its own (max_tokens, cancellation, stop buttons).
 
 It has the real Qwen3.6-35B-A3B architecture (Gated DeltaNet and gated
 attention layers, a routed MoE with a shared expert) at toy sizes, random
-bfloat16 weights, and the real Qwen3 tokenizer's vocabulary size, so that
-`lily run "hello"` works end to end on a fresh checkout: real tokenizer, real
-chat template, real forward pass. Its output is random text. Standard
-library only; the same seed gives the same bytes.
+bfloat16 weights, and the real Qwen3 tokenizer's vocabulary size: real
+tokenizer, real chat template, real forward pass, random text. The build
+writes it (tests/CMakeLists.txt) rather than the repository keeping 10 MB of
+noise. Standard library only; the same seed gives the same bytes.
 
-Usage: make_tiny_model.py OUT_DIR
+Usage: make_tiny_model.py OUT_DIR [--tokenizer-from DIR]
+  --tokenizer-from  copy the tokenizer and chat template from this model
+                    directory (the bundled models/lily-tiny)
 """
+import argparse
 import json
 import math
 import os
 import random
+import shutil
 import struct
-import sys
 
 from safetensors_io import bf16, write_file
 
@@ -40,9 +44,19 @@ GENERATION = {"eos_token_id": [151645, 151643], "pad_token_id": 151643, "do_samp
 
 
 
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
+
+
 def main():
-    out = sys.argv[1]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--tokenizer-from", help="model directory whose tokenizer and chat template to copy")
+    args = ap.parse_args()
+    out = args.out
     os.makedirs(out, exist_ok=True)
+    if args.tokenizer_from:
+        for name in TOKENIZER_FILES:
+            shutil.copy(os.path.join(args.tokenizer_from, name), os.path.join(out, name))
     rng = random.Random(20261202)
     c = CONFIG
     H, V = c["hidden_size"], c["vocab_size"]

@@ -164,8 +164,10 @@ TEST(ChatCli, CtrlCStopsTheAnswerAndKeepsTheSession) {
   const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    // a long answer from the bundled model, so Ctrl-C arrives mid-generation
-    execl(LILY_BINARY, LILY_BINARY, "chat", "--max-tokens", "30000", "--seed", "1", "--hide-reasoning", nullptr);
+    // a long answer, so Ctrl-C arrives mid-generation: the random-weight
+    // model's, which never ends on its own
+    execl(LILY_BINARY, LILY_BINARY, "chat", LILY_RANDOM_MODEL_DIR, "--max-tokens", "30000", "--seed", "1",
+          "--hide-reasoning", nullptr);
     _exit(127);
   }
   std::string seen;
