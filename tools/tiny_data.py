@@ -83,6 +83,38 @@ def held(key):
     return int.from_bytes(digest, "little") % 10 == 0
 
 
+# The thinking of an arithmetic answer: the steps (column_working), or when
+# set only a sentence that names the result.
+SHORT_WORKING = False
+
+
+def column_working(op, a, b):
+    """The working of a sum or difference column by column from the units
+    (carries and borrows spelled out), or of a product as its tens and units
+    parts: steps a small model can take one at a time."""
+    if op == "*":
+        if b < 10:
+            return f"{a} * {b} = {a * b}"
+        tens, units = b - b % 10, b % 10
+        return f"{a} * {b} = {a} * {tens} + {a} * {units} = {a * tens} + {a * units} = {a * b}"
+    da, db = str(a)[::-1], str(b)[::-1]
+    carry, steps = 0, []
+    for i in range(len(da)):
+        x, y = int(da[i]), int(db[i]) if i < len(db) else 0
+        if op == "+":
+            total = x + y + carry
+            steps.append(f"{x} + {y}" + (" + 1" if carry else "") + f" = {total}")
+            carry = total // 10
+        else:
+            total = x - y - carry
+            steps.append((f"{x + 10}" if total < 0 else f"{x}") + f" - {y}" + (" - 1" if carry else "") +
+                         f" = {total % 10}")
+            carry = int(total < 0)
+    if op == "+" and len(db) > len(da):
+        raise ValueError("the longer operand comes first")
+    return "from the units: " + ", ".join(steps)
+
+
 def arithmetic(rng):
     op = rng.choice(["+", "-", "*"])
     if op == "*":
@@ -99,8 +131,15 @@ def arithmetic(rng):
     else:
         question = rng.choice(["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?"]).format(
             a=a, op=op, b=b)
-    working = f"{a} {op} {b}: " + ("add" if op == "+" else "subtract" if op == "-" else "multiply") + \
-        f" the numbers to get {value}."
+    if SHORT_WORKING:
+        working = f"{a} {op} {b}: " + ("add" if op == "+" else "subtract" if op == "-" else "multiply") + \
+            f" the numbers to get {value}."
+    elif op == "*":
+        working = column_working(op, a, b) + "."
+    elif op == "+" and b > a:
+        working = f"{b} + {a}, " + column_working(op, b, a) + f", so {value}."
+    else:
+        working = f"{a} {op} {b}, " + column_working(op, a, b) + f", so {value}."
     return question, f"{a} {op} {b} = {value}.", working, str(value), ("arithmetic", op, a, b)
 
 

@@ -4,8 +4,8 @@
 // used, prompts it never saw) through what a user runs: Lily's chat template,
 // greedy generation and the output parser; they hold Lily's greedy tokens to
 // transformers' on the same weights, and the lossy paths (MLX 8- and 4-bit
-// checkpoints made by `lily quantize`, products of int8 inputs) to the
-// answers of the stored weights.
+// checkpoints made by `lily quantize`, products of int8 inputs, the GPU) to
+// the answers of the stored weights.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "lily/backend/backend_factory.h"
 #include "lily/backend/cpu/cpu_backend.h"
 #include "lily/quant/mlx_export.h"
 #include "lily/runtime/generator.h"
@@ -162,6 +163,19 @@ TEST_F(TrainedModel, QuantizedCheckpointsGiveTheSameAnswers) {
       expect_same_answers(*engine, *engine_, examples,
                           "MLX " + std::to_string(bits) + "-bit" + (int8 ? ", int8 inputs" : ", float inputs"));
     }
+  }
+}
+
+// The GPU, with bf16 and with fp32 activations, gives the CPU's answers.
+TEST_F(TrainedModel, GpuGivesTheSameAnswers) {
+  std::string why;
+  if (!device_available(Device::Cuda, &why)) GTEST_SKIP() << "no GPU backend here: " << why;
+  const std::vector<Example> examples = first_of_each_family(heldout(), 20);
+  for (bool f32 : {true, false}) {
+    BackendOptions o;
+    o.float_activations = f32;
+    const auto engine = Engine::load(test::tiny_model_dir(), make_backend(Device::Cuda, o));
+    expect_same_answers(*engine, *engine_, examples, f32 ? "GPU, fp32 activations" : "GPU, bf16 activations");
   }
 }
 
