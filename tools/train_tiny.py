@@ -19,6 +19,11 @@ OUT_DIR:
   reference.json                   transformers' float32 greedy tokens on the
                                    stored weights, for Lily to reproduce
 
+Training runs in float32 with TF32 products, through tools/train_forward.py's
+forward pass (transformers' math in a few large operations a layer, checked
+against transformers' modules before the first step); export, evaluation
+and the reference run transformers' own code.
+
 Besides the next-token loss on the answer, a hinge term keeps each token's
 k-th router logit at least --router-margin above the (k+1)-th: a model whose
 expert choices are not near ties gives the same answers through the lossy
@@ -44,6 +49,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_data  # noqa: E402
+from train_forward import TrainingForward, check_against_transformers  # noqa: E402
 from make_template_suite import load_template, make_env  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,17 +76,19 @@ FAMILIES = ["arithmetic", "text", "tool"]
 # ---------------------------------------------------------------- data
 
 def _generate(args):
-    seed, count, template_path, arithmetic_share, held_out = args
+    seed, count, template_path, arithmetic_share, held_out, short_working = args
+    tiny_data.SHORT_WORKING = short_working
     template = make_env().from_string(load_template(template_path))
     rng = random.Random(seed)
     return [tiny_data.example(rng, template, arithmetic_share, held_out) for _ in range(count)]
 
 
-def generate(seed, count, template_path, workers, arithmetic_share=None, held_out=False):
+def generate(seed, count, template_path, workers, arithmetic_share=None, held_out=False, short_working=False):
     """count examples in chunks, each chunk from its own seed derived from `seed`;
     from tiny_data's held-out tenth of the contents when `held_out`, else from the rest."""
     chunk = 5000
-    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path, arithmetic_share, held_out)
+    jobs = [(seed * 1_000_000 + i, min(chunk, count - i * chunk), template_path, arithmetic_share, held_out,
+             short_working)
             for i in range((count + chunk - 1) // chunk)]
     with mp.Pool(workers) as pool:
         return [e for part in pool.map(_generate, jobs) for e in part]
@@ -158,156 +166,23 @@ class MixedSteps:
 
 # ---------------------------------------------------------------- model
 
-class RouterTap:
-    """Captures each MoE block's router input, to compute its logits for the
-    margin and balance terms without depending on what the router returns."""
-
-    def __init__(self, model):
-        self.inputs, self.gates = [], []
-        for layer in model.model.layers:
-            gate = layer.mlp.gate
-            self.gates.append(gate)
-            gate.register_forward_pre_hook(self._hook)
-
-    def _hook(self, module, args):
-        self.inputs.append(args[0])
-
-    def losses(self, k, margin, keep):
-        """(margin hinge, load balance, share of tokens under the margin),
-        averaged over layers and the tokens `keep` marks (float 0/1)."""
-        margin_loss, balance, under = 0.0, 0.0, 0.0
-        n_keep = keep.sum().clamp(min=1)
-        for x, gate in zip(self.inputs, self.gates):
-            logits = F.linear(x.reshape(-1, x.shape[-1]).float(), gate.weight.float())
-            top = logits.topk(k + 1, dim=-1)
-            gap = top.values[:, k - 1] - top.values[:, k]
-            margin_loss = margin_loss + (F.relu(margin - gap) * keep).sum() / n_keep
-            under = under + ((gap < margin).float() * keep).sum().detach() / n_keep
-            probs = logits.softmax(-1)
-            chosen = F.one_hot(top.indices[:, :k], logits.shape[-1]).sum(1).float()
-            share = (chosen * keep[:, None]).sum(0) / (n_keep * k)
-            balance = balance + logits.shape[-1] * (share * (probs * keep[:, None]).sum(0) / n_keep).sum()
-        self.inputs.clear()
-        n = len(self.gates)
-        return margin_loss / n, balance / n, under / n
-
-
-def dense_experts_forward(self, hidden_states, top_k_index, top_k_weights):
-    """The routed experts as two dense products over all experts, each
-    expert's activation scaled by its routing weight (zero where it was not
-    chosen). The same function as transformers' per-expert loop, without its
-    host round trips; used for training only and checked against the loop
-    before training starts."""
-    n, h = hidden_states.shape
-    e, two_i, _ = self.gate_up_proj.shape
-    weights = torch.zeros(n, e, dtype=top_k_weights.dtype, device=hidden_states.device)
-    weights = weights.scatter(1, top_k_index, top_k_weights)
-    gate_up = (hidden_states @ self.gate_up_proj.reshape(e * two_i, h).t()).view(n, e, two_i)
-    gate, up = gate_up.chunk(2, dim=-1)
-    act = self.act_fn(gate) * up * weights[..., None].to(gate_up.dtype)
-    down = self.down_proj.permute(0, 2, 1).reshape(e * (two_i // 2), h)
-    return (act.reshape(n, -1) @ down).to(hidden_states.dtype)
-
-
-def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size=64, initial_state=None,
-                           output_final_state=False, use_qk_l2norm_in_kernel=False, **kwargs):
-    """The chunked gated delta rule as transformers' reference computes it,
-    with each chunk's triangular system solved in one call. Used for training
-    only, and checked against the reference (values and gradients) first."""
-    chunk_gated_delta_rule.calls += 1
-    dtype = query.dtype
-    b, t, _, dk = key.shape
-    hv, dv = value.shape[-2:]
-    if key.shape[2] != hv:
-        query, key = (x.repeat_interleave(hv // x.shape[2], dim=2) for x in (query, key))
-    query, key, value, beta, g = [x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)
-                                  for x in (query, key, value, beta, g)]
-    if use_qk_l2norm_in_kernel:
-        query = query * torch.rsqrt((query * query).sum(-1, keepdim=True) + 1e-6)
-        key = key * torch.rsqrt((key * key).sum(-1, keepdim=True) + 1e-6)
-    query = query * dk ** -0.5
-    pad = (chunk_size - t % chunk_size) % chunk_size
-    query, key, value = (F.pad(x, (0, 0, 0, pad)) for x in (query, key, value))
-    beta, g = (F.pad(x, (0, pad)) for x in (beta, g))
-    n = (t + pad) // chunk_size
-    k_beta = (key * beta[..., None]).reshape(b, hv, n, chunk_size, dk)
-    v_beta = (value * beta[..., None]).reshape(b, hv, n, chunk_size, dv)
-    query, key = (x.reshape(b, hv, n, chunk_size, dk) for x in (query, key))
-    cum = g.reshape(b, hv, n, chunk_size).cumsum(-1)
-    upper = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=query.device).triu(1)
-    decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(upper, float("-inf")).exp()
-    system = (k_beta @ key.transpose(-1, -2)) * decay
-    intra = (query @ key.transpose(-1, -2)) * decay
-    rhs = torch.cat([v_beta, k_beta * cum.exp()[..., None]], dim=-1)
-    solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
-    new_values, k_cumdecay = solved[..., :dv], solved[..., dv:]
-    state = (torch.zeros(b, hv, dk, dv, dtype=torch.float32, device=query.device) if initial_state is None
-             else initial_state.to(torch.float32))
-    query = query * cum.exp()[..., None]
-    key = key * (cum[..., -1:] - cum).exp()[..., None]
-    chunk_decay = cum[..., -1].exp()[..., None, None]
-    outs = []
-    for i in range(n):
-        v_new = new_values[:, :, i] - k_cumdecay[:, :, i] @ state
-        outs.append(query[:, :, i] @ state + intra[:, :, i] @ v_new)
-        state = state * chunk_decay[:, :, i] + key[:, :, i].transpose(-1, -2) @ v_new
-    out = torch.stack(outs, dim=2).reshape(b, hv, -1, dv)[:, :, :t]
-    return out.transpose(1, 2).to(dtype, memory_format=torch.contiguous_format), (state if output_final_state else None)
-
-
-chunk_gated_delta_rule.calls = 0
-
-
-def install_chunk_rule(model, device):
-    """Puts chunk_gated_delta_rule in place of transformers' reference after
-    checking that both give the same outputs and gradients."""
-    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as m
-    reference = m.torch_chunk_gated_delta_rule
-    torch.manual_seed(6)
-    hv, d = CONFIG["linear_num_value_heads"], CONFIG["linear_key_head_dim"]
-    # q and k already repeated to the value heads, as the layer passes them
-    inputs = [torch.randn(2, 150, hv, d, device=device), torch.randn(2, 150, hv, d, device=device),
-              torch.randn(2, 150, hv, d, device=device), -torch.rand(2, 150, hv, device=device),
-              torch.rand(2, 150, hv, device=device)]
-    results = []
-    for fn in (reference, chunk_gated_delta_rule):
-        xs = [x.clone().requires_grad_(True) for x in inputs]
-        out, _ = fn(*xs[:3], g=xs[3], beta=xs[4], use_qk_l2norm_in_kernel=True)
-        (out * torch.linspace(-1, 1, out.numel(), device=device).view_as(out)).sum().backward()
-        results.append([out.detach()] + [x.grad for x in xs])
-    for a, b in zip(*results):
-        err = ((a - b).norm() / b.norm().clamp(min=1e-12)).item()
-        if err > 1e-4:
-            raise SystemExit(f"the chunked delta rule differs from transformers': relative error {err:.2e}")
-    chunk_gated_delta_rule.calls = 0
-    m.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
-    for layer in model.model.layers:
-        if hasattr(layer, "linear_attn") and hasattr(layer.linear_attn, "chunk_gated_delta_rule"):
-            layer.linear_attn.chunk_gated_delta_rule = chunk_gated_delta_rule
-    return lambda: setattr(m, "torch_chunk_gated_delta_rule", reference)
-
-
-def check_dense_experts(model, device):
-    """The dense experts give transformers' loop's output and gradients."""
-    experts = model.model.layers[0].mlp.experts
-    cls = type(experts)
-    torch.manual_seed(5)
-    x = torch.randn(300, CONFIG["hidden_size"], device=device)
-    idx = torch.stack([torch.randperm(CONFIG["num_experts"], device=device)[:CONFIG["num_experts_per_tok"]]
-                       for _ in range(300)])
-    w = torch.rand(300, CONFIG["num_experts_per_tok"], device=device)
-    outs = []
-    for fwd in (cls.forward, dense_experts_forward):
-        experts.zero_grad()
-        y = fwd(experts, x, idx, w)
-        (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
-        outs.append((y.detach(), experts.gate_up_proj.grad.clone(), experts.down_proj.grad.clone()))
-    experts.zero_grad()
-    for a, b in zip(*outs):
-        err = ((a - b).norm() / b.norm().clamp(min=1e-12)).item()
-        if err > 1e-4:
-            raise SystemExit(f"dense experts differ from transformers' loop: relative error {err:.2e}")
-    return cls
+def router_losses(router_logits, k, margin, keep):
+    """(margin hinge, load balance, share of tokens under the margin) over
+    each layer's router logits [tokens, experts], averaged over layers and
+    the tokens `keep` marks (float 0/1)."""
+    margin_loss, balance, under = 0.0, 0.0, 0.0
+    n_keep = keep.sum().clamp(min=1)
+    for logits in router_logits:
+        top = logits.topk(k + 1, dim=-1)
+        gap = top.values[:, k - 1] - top.values[:, k]
+        margin_loss = margin_loss + (F.relu(margin - gap) * keep).sum() / n_keep
+        under = under + ((gap < margin).float() * keep).sum().detach() / n_keep
+        probs = logits.softmax(-1)
+        chosen = F.one_hot(top.indices[:, :k], logits.shape[-1]).sum(1).float()
+        share = (chosen * keep[:, None]).sum(0) / (n_keep * k)
+        balance = balance + logits.shape[-1] * (share * (probs * keep[:, None]).sum(0) / n_keep).sum()
+    n = len(router_logits)
+    return margin_loss / n, balance / n, under / n
 
 
 def make_model(device):
@@ -317,20 +192,21 @@ def make_model(device):
     return model, cfg
 
 
-def answer_loss(model, ids, target, chunk=8192):
-    """Cross-entropy on the answer tokens. The head's logits over the whole
-    vocabulary are made a chunk of tokens at a time and made again in the
-    backward pass: kept whole they would take 4 bytes x 152k per token."""
+def answer_loss(model, forward, ids, target, chunk=8192):
+    """(cross-entropy on the answer tokens, each layer's router logits). The
+    head's logits over the whole vocabulary are made a chunk of tokens at a
+    time and made again in the backward pass: kept whole they would take
+    4 bytes x 152k per token."""
     from torch.utils.checkpoint import checkpoint
-    hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+    hidden, router_logits = forward(ids)
     keep = target != -100
     h, t = hidden[keep], target[keep]
 
     def part(h, t):
-        return F.cross_entropy(model.lm_head(h).float(), t, reduction="sum")
+        return F.cross_entropy(model.lm_head(h), t, reduction="sum")
 
     total = sum(checkpoint(part, h[i:i + chunk], t[i:i + chunk], use_reentrant=False) for i in range(0, len(t), chunk))
-    return total / max(1, len(t))
+    return total / max(1, len(t)), router_logits
 
 
 # ---------------------------------------------------------------- export and evaluation
@@ -350,18 +226,21 @@ def export(model, out, tokenizer_from):
 
 
 @torch.no_grad()
-def exact_match(model, pairs, device, batch=64):
+def exact_match(model, pairs, device, forward=None, batch=64):
     """Greedy decoding reproduces the answer exactly iff the argmax at every
     answer position, given the answer so far, is the answer's next token:
-    checked for all positions at once."""
+    checked for all positions at once, through transformers' modules or
+    through `forward` (a TrainingForward)."""
     hits = []
     for s in range(0, len(pairs), batch):
         part = pairs[s:s + batch]
         b = Batches(part, 1 << 30, CONFIG["pad_token_id"], 0)
         ids, target = b.tensors(list(range(len(part))))
         ids, target = ids.to(device), target.to(device)
-        logits = model(input_ids=ids, use_cache=False).logits
-        ok = (logits.argmax(-1) == target) | (target == -100)
+        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state if forward is None else forward(ids)[0]
+        keep = target != -100
+        ok = torch.ones_like(target, dtype=torch.bool)
+        ok[keep] = model.lm_head(hidden[keep]).argmax(-1) == target[keep]
         hits += ok.all(dim=1).tolist()
     return hits
 
@@ -475,9 +354,9 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--router-margin", type=float, default=1.0)
     ap.add_argument("--profile", action="store_true", help="print where steps 20-30 spend GPU time")
-    ap.add_argument("--no-autocast", dest="autocast", action="store_false",
-                    help="train in float32 with TF32 products instead of bf16 autocast: no per-op weight casts, "
-                         "which are thousands of copies a step in this host-bound loop")
+    ap.add_argument("--short-working", action="store_true",
+                    help="arithmetic thinks in one sentence naming the result, not column by column")
+    ap.add_argument("--eval-every", type=int, default=1000, help="steps between held-out accuracy reports")
     ap.add_argument("--reference-prompts", type=int, default=24)
     ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
     args = ap.parse_args()
@@ -492,9 +371,10 @@ def main():
     deadline = start + args.minutes * 60
     torch.manual_seed(args.seed)
     device = "cuda"
-    if not args.autocast:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    # float32 weights and activations, TF32 products: the tiny model's steps
+    # are bound by launches and memory traffic, not by the tensor cores
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
     os.makedirs(args.out, exist_ok=True)
     from tokenizers import Tokenizer
     import transformers
@@ -502,9 +382,11 @@ def main():
     template = os.path.join(args.tokenizer_from, "chat_template.jinja")
     workers = max(1, min(16, os.cpu_count() or 1))
 
-    train = generate(args.seed, args.examples, template, workers, args.arithmetic_share)
+    train = generate(args.seed, args.examples, template, workers, args.arithmetic_share,
+                     short_working=args.short_working)
     # contents training never holds: other numbers, or a known word or city asked in other words
-    heldout = generate(HELDOUT_SEED + args.seed, args.heldout, template, workers, held_out=True)
+    heldout = generate(HELDOUT_SEED + args.seed, args.heldout, template, workers, held_out=True,
+                       short_working=args.short_working)
     pairs = tokenize(tok, train)
     held_pairs = tokenize(tok, heldout)
     seen_sample = train[:args.heldout]  # accuracy on examples it trained on, beside the held-out one
@@ -516,10 +398,10 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f} M parameters; transformers {transformers.__version__}, "
           f"torch {torch.__version__}", flush=True)
-    experts_cls = check_dense_experts(model, device)
-    loop_forward, experts_cls.forward = experts_cls.forward, dense_experts_forward
-    restore_chunk_rule = install_chunk_rule(model, device)
-    tap = RouterTap(model)
+    logit_err, grad_err, grad_name = check_against_transformers(model, device)
+    print(f"training forward pass = transformers': logits within {logit_err:.1e}, gradients within {grad_err:.1e} "
+          f"(worst {grad_name})", flush=True)
+    forward = TrainingForward(model)
     # fused: one kernel for every parameter's update, not a launch per tensor
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
     batches = prefetch(iter(MixedSteps(pairs, args.tokens_per_step, args.groups, CONFIG["pad_token_id"], args.seed)))
@@ -533,8 +415,6 @@ def main():
     model.train()
     prof = None
     while time.time() < train_end:
-        if step == 1 and chunk_gated_delta_rule.calls == 0:
-            raise SystemExit("the Gated DeltaNet layers do not call the installed chunk rule")
         if args.profile and step == 20:
             prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
                                                       torch.profiler.ProfilerActivity.CPU])
@@ -553,10 +433,10 @@ def main():
         loss = margin = under = 0.0
         for ids, target in parts:  # gradients summed over the step's batches, each weighted 1 / len(parts)
             tokens_seen += ids.numel()
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.autocast):
-                part_loss = answer_loss(model, ids, target)
+            part_loss, router_logits = answer_loss(model, forward, ids, target)
             keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
-            part_margin, balance, part_under = tap.losses(CONFIG["num_experts_per_tok"], args.router_margin, keep)
+            part_margin, balance, part_under = router_losses(router_logits, CONFIG["num_experts_per_tok"],
+                                                             args.router_margin, keep)
             ((part_loss + 0.1 * part_margin + 0.01 * balance) / len(parts)).backward()
             loss, margin, under = (loss + part_loss.detach() / len(parts), margin + part_margin.detach() / len(parts),
                                    under + part_under / len(parts))
@@ -570,14 +450,17 @@ def main():
                       f"margin term {margin.item():.3f} under margin {under.item():.4f} "
                       f"{tokens_seen / max(1e-9, time.time() - train_start) / 1e3:.0f}k tokens/s", flush=True)
         step += 1
+        if step % args.eval_every == 0:
+            sample = held_pairs[:600]
+            table, _ = accuracy_tables(exact_match(model, sample, device, forward), heldout[:len(sample)])
+            print(f"step {step} held-out exact match: " +
+                  ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in table.items()), flush=True)
     log.close()
     plot_loss(os.path.join(args.out, "training_log.csv"), os.path.join(args.out, "loss.png"),
               f"{CONFIG['num_hidden_layers']} layers, hidden {CONFIG['hidden_size']}: {step} steps in "
               f"{time.time() - train_start:.0f} s")
     print(f"trained {step} steps in {time.time() - train_start:.0f} s", flush=True)
 
-    experts_cls.forward = loop_forward  # evaluation runs transformers' own code
-    restore_chunk_rule()
     export(model, args.out, args.tokenizer_from)
     del model, opt
     from transformers import Qwen3_5MoeForCausalLM
