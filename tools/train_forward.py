@@ -66,6 +66,22 @@ def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size=64):
     return out.transpose(1, 2)
 
 
+def fake_quantize(w, bits, group):
+    """w rounded to `bits`-bit codes in groups of `group` along the last
+    dimension, each group with its own scale and offset, as MLX checkpoints
+    store weights, with the gradient passed straight through to w. (The
+    grid here runs from the group's minimum; `lily quantize` places it so
+    that the edge of larger magnitude is exact. Both round each weight to
+    within one step of the same width.)"""
+    with torch.no_grad():
+        g = w.reshape(-1, group)
+        lo, hi = g.min(-1, keepdim=True).values, g.max(-1, keepdim=True).values
+        levels = (1 << bits) - 1
+        scale = ((hi - lo) / levels).clamp(min=1e-7)
+        step = (((g - lo) / scale).round().clamp(0, levels) * scale + lo).reshape(w.shape) - w
+    return w + step
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -73,7 +89,13 @@ def rotate_half(x):
 
 class TrainingForward:
     """forward(ids) -> (final-normed hidden states [B, T, H], each layer's
-    router logits [B*T, E] in float32)."""
+    router logits [B*T, E] in float32); head(h) -> logits.
+
+    With `quant` set to (bits, group), every matrix is used as `lily quantize`
+    would store it in an MLX checkpoint of that width (the routers at 8 bits
+    in groups of 64; a matrix whose width does not split into groups as it
+    is), gradients passing straight through: training on such steps teaches
+    weights whose answers survive the rounding."""
 
     def __init__(self, model):
         self.model = model
@@ -85,6 +107,17 @@ class TrainingForward:
         # plain NeoX RoPE on the first `rotary` dims of each head
         self.inv_freq = rotary.inv_freq.float()
         self.rope_scale = float(rotary.attention_scaling)
+        self.quant = None
+
+    def w(self, p, router=False):
+        """The matrix p as this pass uses it: itself, or rounded as `quant` says."""
+        if self.quant is None:
+            return p
+        bits, group = (8, 64) if router else self.quant
+        return p if p.shape[-1] % group else fake_quantize(p, bits, group)
+
+    def head(self, h):
+        return F.linear(h, self.w(self.model.lm_head.weight))
 
     def rope(self, t, device):
         freqs = torch.arange(t, device=device, dtype=torch.float32)[:, None] * self.inv_freq.to(device)[None]
@@ -93,10 +126,10 @@ class TrainingForward:
 
     def gated_delta_net(self, m, x):
         b, t, _ = x.shape
-        qkv = F.linear(x, m.in_proj_qkv.weight)
-        z = F.linear(x, m.in_proj_z.weight)
-        beta = F.linear(x, m.in_proj_b.weight).sigmoid()
-        g = -m.A_log.float().exp() * F.softplus(F.linear(x, m.in_proj_a.weight) + m.dt_bias)
+        qkv = F.linear(x, self.w(m.in_proj_qkv.weight))
+        z = F.linear(x, self.w(m.in_proj_z.weight))
+        beta = F.linear(x, self.w(m.in_proj_b.weight)).sigmoid()
+        g = -m.A_log.float().exp() * F.softplus(F.linear(x, self.w(m.in_proj_a.weight)) + m.dt_bias)
         w = m.conv1d.weight  # [C, 1, K], depthwise and causal
         qkv = F.silu(F.conv1d(qkv.transpose(1, 2), w, padding=w.shape[-1] - 1, groups=w.shape[0])[..., :t])
         q, k, v = torch.split(qkv.transpose(1, 2), [m.key_dim, m.key_dim, m.value_dim], dim=-1)
@@ -105,16 +138,16 @@ class TrainingForward:
         z = z.reshape(b, t, -1, m.head_v_dim)
         # the gated norm: a plain weight, not the zero-centered (1 + w)
         o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + m.norm.variance_epsilon) * m.norm.weight * F.silu(z)
-        return F.linear(o.reshape(b, t, -1), m.out_proj.weight)
+        return F.linear(o.reshape(b, t, -1), self.w(m.out_proj.weight))
 
     def attention(self, m, x, cos, sin):
         b, t, _ = x.shape
         hd = m.head_dim
-        q, gate = F.linear(x, m.q_proj.weight).view(b, t, -1, 2 * hd).chunk(2, dim=-1)
+        q, gate = F.linear(x, self.w(m.q_proj.weight)).view(b, t, -1, 2 * hd).chunk(2, dim=-1)
         gate = gate.reshape(b, t, -1)
         q = rms_norm(q, m.q_norm.weight, m.q_norm.eps).transpose(1, 2)
-        k = rms_norm(F.linear(x, m.k_proj.weight).view(b, t, -1, hd), m.k_norm.weight, m.k_norm.eps).transpose(1, 2)
-        v = F.linear(x, m.v_proj.weight).view(b, t, -1, hd).transpose(1, 2)
+        k = rms_norm(F.linear(x, self.w(m.k_proj.weight)).view(b, t, -1, hd), m.k_norm.weight, m.k_norm.eps).transpose(1, 2)
+        v = F.linear(x, self.w(m.v_proj.weight)).view(b, t, -1, hd).transpose(1, 2)
         r = cos.shape[-1]
         q = torch.cat([q[..., :r] * cos + rotate_half(q[..., :r]) * sin, q[..., r:]], dim=-1)
         k = torch.cat([k[..., :r] * cos + rotate_half(k[..., :r]) * sin, k[..., r:]], dim=-1)
@@ -122,29 +155,31 @@ class TrainingForward:
         k, v = (y.repeat_interleave(groups, dim=1) for y in (k, v))
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=m.scaling)
         o = o.transpose(1, 2).reshape(b, t, -1) * torch.sigmoid(gate)
-        return F.linear(o, m.o_proj.weight)
+        return F.linear(o, self.w(m.o_proj.weight))
 
     def moe(self, m, x):
         shape = x.shape
         x = x.reshape(-1, shape[-1])
-        logits = F.linear(x, m.gate.weight).float()
+        logits = F.linear(x, self.w(m.gate.weight, router=True)).float()
         top_w, top_i = logits.softmax(-1).topk(self.top_k, dim=-1)
         top_w = top_w / top_w.sum(-1, keepdim=True)
         ex = m.experts
-        e, two_i, h = ex.gate_up_proj.shape
+        gate_up, down = self.w(ex.gate_up_proj), self.w(ex.down_proj)
+        e, two_i, h = gate_up.shape
         weights = torch.zeros(x.shape[0], e, dtype=x.dtype, device=x.device).scatter(1, top_i, top_w.to(x.dtype))
-        gate, up = (x @ ex.gate_up_proj.reshape(e * two_i, h).t()).view(-1, e, two_i).chunk(2, dim=-1)
+        gate, up = (x @ gate_up.reshape(e * two_i, h).t()).view(-1, e, two_i).chunk(2, dim=-1)
         act = F.silu(gate) * up * weights[..., None]
-        routed = act.reshape(x.shape[0], -1) @ ex.down_proj.permute(0, 2, 1).reshape(e * (two_i // 2), h)
+        routed = act.reshape(x.shape[0], -1) @ down.permute(0, 2, 1).reshape(e * (two_i // 2), h)
         se = m.shared_expert
-        shared = F.linear(F.silu(F.linear(x, se.gate_proj.weight)) * F.linear(x, se.up_proj.weight),
-                          se.down_proj.weight)
-        y = routed + torch.sigmoid(F.linear(x, m.shared_expert_gate.weight)) * shared
+        shared = F.linear(F.silu(F.linear(x, self.w(se.gate_proj.weight))) * F.linear(x, self.w(se.up_proj.weight)),
+                          self.w(se.down_proj.weight))
+        y = routed + torch.sigmoid(F.linear(x, self.w(m.shared_expert_gate.weight, router=True))) * shared
         return y.reshape(shape), logits
 
     def __call__(self, ids):
         inner = self.model.model
-        x = inner.embed_tokens(ids)
+        # padding_idx as transformers' embedding has it: no gradient into the padding row
+        x = F.embedding(ids, self.w(inner.embed_tokens.weight), padding_idx=inner.embed_tokens.padding_idx)
         cos, sin = self.rope(ids.shape[1], ids.device)
         router_logits = []
         for layer in inner.layers:
@@ -187,8 +222,9 @@ def check_against_transformers(model, device, tolerance=1e-4, grad_tolerance=1e-
             if run == "transformers":
                 logits = ref(input_ids=ids, use_cache=False).logits.float()
             else:
-                hidden, _ = TrainingForward(ref)(ids)
-                logits = ref.lm_head(hidden).float()
+                forward = TrainingForward(ref)
+                hidden, _ = forward(ids)
+                logits = forward.head(hidden).float()
             (logits * probe).sum().backward()
             results.append((logits.detach(), {n: p.grad.detach().clone() for n, p in ref.named_parameters()
                                               if p.grad is not None}))

@@ -28,7 +28,10 @@ Besides the next-token loss on the answer, a hinge term keeps each token's
 k-th router logit at least --router-margin above the (k+1)-th: a model whose
 expert choices are not near ties gives the same answers through the lossy
 paths (bf16, int8, 4-bit) as through float32, so it can test them. A small
-load-balancing term keeps all experts in use.
+load-balancing term keeps all experts in use. With --quant-aware, the last
+part of training alternates float steps with steps through the weights as a
+4-bit MLX checkpoint rounds them (gradients straight through), for the same
+reason.
 
 Usage: train_tiny.py OUT_DIR [--minutes 9.5] [--seed 0]
 """
@@ -192,7 +195,7 @@ def make_model(device):
     return model, cfg
 
 
-def answer_loss(model, forward, ids, target, chunk=8192):
+def answer_loss(forward, ids, target, chunk=8192):
     """(cross-entropy on the answer tokens, each layer's router logits). The
     head's logits over the whole vocabulary are made a chunk of tokens at a
     time and made again in the backward pass: kept whole they would take
@@ -203,7 +206,7 @@ def answer_loss(model, forward, ids, target, chunk=8192):
     h, t = hidden[keep], target[keep]
 
     def part(h, t):
-        return F.cross_entropy(model.lm_head(h), t, reduction="sum")
+        return F.cross_entropy(forward.head(h), t, reduction="sum")
 
     total = sum(checkpoint(part, h[i:i + chunk], t[i:i + chunk], use_reentrant=False) for i in range(0, len(t), chunk))
     return total / max(1, len(t)), router_logits
@@ -237,10 +240,13 @@ def exact_match(model, pairs, device, forward=None, batch=64):
         b = Batches(part, 1 << 30, CONFIG["pad_token_id"], 0)
         ids, target = b.tensors(list(range(len(part))))
         ids, target = ids.to(device), target.to(device)
-        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state if forward is None else forward(ids)[0]
         keep = target != -100
         ok = torch.ones_like(target, dtype=torch.bool)
-        ok[keep] = model.lm_head(hidden[keep]).argmax(-1) == target[keep]
+        if forward is None:
+            hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+            ok[keep] = model.lm_head(hidden[keep]).argmax(-1) == target[keep]
+        else:
+            ok[keep] = forward.head(forward(ids)[0][keep]).argmax(-1) == target[keep]
         hits += ok.all(dim=1).tolist()
     return hits
 
@@ -356,6 +362,11 @@ def main():
     ap.add_argument("--profile", action="store_true", help="print where steps 20-30 spend GPU time")
     ap.add_argument("--short-working", action="store_true",
                     help="arithmetic thinks in one sentence naming the result, not column by column")
+    ap.add_argument("--quant-aware", type=float, default=0.0, metavar="FRACTION",
+                    help="in this last fraction of the training time, every other step sees the weights rounded as "
+                         "an MLX checkpoint of --quant-bits in groups of 32 stores them, so the rounded model "
+                         "answers as the float one does")
+    ap.add_argument("--quant-bits", type=int, default=4)
     ap.add_argument("--eval-every", type=int, default=1000, help="steps between held-out accuracy reports")
     ap.add_argument("--reference-prompts", type=int, default=24)
     ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
@@ -429,11 +440,13 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=True)
+        quant_aware = args.quant_aware > 0 and frac >= 1 - args.quant_aware
+        forward.quant = (args.quant_bits, 32) if quant_aware and step % 2 else None
         parts = next(batches)
         loss = margin = under = 0.0
         for ids, target in parts:  # gradients summed over the step's batches, each weighted 1 / len(parts)
             tokens_seen += ids.numel()
-            part_loss, router_logits = answer_loss(model, forward, ids, target)
+            part_loss, router_logits = answer_loss(forward, ids, target)
             keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
             part_margin, balance, part_under = router_losses(router_logits, CONFIG["num_experts_per_tok"],
                                                              args.router_margin, keep)
@@ -452,9 +465,12 @@ def main():
         step += 1
         if step % args.eval_every == 0:
             sample = held_pairs[:600]
-            table, _ = accuracy_tables(exact_match(model, sample, device, forward), heldout[:len(sample)])
-            print(f"step {step} held-out exact match: " +
-                  ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in table.items()), flush=True)
+            for quant in [None] + ([(args.quant_bits, 32)] if args.quant_aware > 0 else []):
+                forward.quant = quant
+                table, _ = accuracy_tables(exact_match(model, sample, device, forward), heldout[:len(sample)])
+                print(f"step {step} held-out exact match{'' if forward.quant is None else ', rounded'}: " +
+                      ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in table.items()), flush=True)
+    forward.quant = None
     log.close()
     plot_loss(os.path.join(args.out, "training_log.csv"), os.path.join(args.out, "loss.png"),
               f"{CONFIG['num_hidden_layers']} layers, hidden {CONFIG['hidden_size']}: {step} steps in "
