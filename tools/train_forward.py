@@ -116,8 +116,29 @@ class TrainingForward:
         bits, group = (8, 64) if router else self.quant
         return p if p.shape[-1] % group else fake_quantize(p, bits, group)
 
-    def head(self, h):
-        return F.linear(h, self.w(self.model.lm_head.weight))
+    def head(self, h, frozen=False):
+        """Logits over the vocabulary; `frozen` passes no gradient to the head."""
+        weight = self.w(self.model.lm_head.weight)
+        return F.linear(h, weight.detach() if frozen else weight)
+
+    def embed(self, ids, frozen=False):
+        """The token embeddings; `frozen` passes no gradient to the table.
+        padding_idx as transformers' embedding has it: no gradient into the
+        padding row."""
+        table = self.model.model.embed_tokens
+        weight = self.w(table.weight)
+        return F.embedding(ids, weight.detach() if frozen else weight, padding_idx=table.padding_idx)
+
+    def decoder_layer(self, layer, x, cos, sin):
+        """One decoder layer: (its output, its router logits)."""
+        h = rms_norm(x, layer.input_layernorm.weight, layer.input_layernorm.eps)
+        if layer.block_type == "linear_attention":
+            x = x + self.gated_delta_net(layer.linear_attn, h)
+        else:
+            x = x + self.attention(layer.self_attn, h, cos, sin)
+        y, logits = self.moe(layer.mlp, rms_norm(x, layer.post_attention_layernorm.weight,
+                                                 layer.post_attention_layernorm.eps))
+        return x + y, logits
 
     def rope(self, t, device):
         freqs = torch.arange(t, device=device, dtype=torch.float32)[:, None] * self.inv_freq.to(device)[None]
@@ -178,21 +199,59 @@ class TrainingForward:
 
     def __call__(self, ids):
         inner = self.model.model
-        # padding_idx as transformers' embedding has it: no gradient into the padding row
-        x = F.embedding(ids, self.w(inner.embed_tokens.weight), padding_idx=inner.embed_tokens.padding_idx)
+        x = self.embed(ids)
         cos, sin = self.rope(ids.shape[1], ids.device)
         router_logits = []
         for layer in inner.layers:
-            h = rms_norm(x, layer.input_layernorm.weight, layer.input_layernorm.eps)
-            if layer.block_type == "linear_attention":
-                x = x + self.gated_delta_net(layer.linear_attn, h)
-            else:
-                x = x + self.attention(layer.self_attn, h, cos, sin)
-            h = rms_norm(x, layer.post_attention_layernorm.weight, layer.post_attention_layernorm.eps)
-            y, logits = self.moe(layer.mlp, h)
-            x = x + y
+            x, logits = self.decoder_layer(layer, x, cos, sin)
             router_logits.append(logits)
         return rms_norm(x, inner.norm.weight, inner.norm.eps), router_logits
+
+    def mtp(self, head, ids, hidden):
+        """The multi-token-prediction head (make_mtp_head) over a batch, as
+        Lily runs it: at position q it reads the token at q + 1 and the main
+        model's final-normed hidden state at q, [norm(embedding) |
+        norm(hidden)] through mtp.fc, one full-attention decoder layer at
+        position q and mtp.norm; its output predicts the token at q + 2
+        through the shared head. Returns (that output [B, T-1, H], its router
+        logits). The main model's hidden states and embedding are read
+        frozen: the head learns to read the model, not to change it."""
+        eps = head.norm.eps
+        e = rms_norm(self.embed(ids[:, 1:], frozen=True), head.pre_fc_norm_embedding.weight, eps)
+        h = rms_norm(hidden[:, :-1].detach(), head.pre_fc_norm_hidden.weight, eps)
+        x = F.linear(torch.cat([e, h], dim=-1), self.w(head.fc.weight))
+        cos, sin = self.rope(x.shape[1], x.device)
+        x, logits = self.decoder_layer(head.layers[0], x, cos, sin)
+        return rms_norm(x, head.norm.weight, eps), logits
+
+
+def make_mtp_head(model, seed=0):
+    """The release's multi-token-prediction head for `model`, as modules under
+    the release's names (fc, pre_fc_norm_embedding, pre_fc_norm_hidden,
+    layers.0.*, norm; 19 tensors under `mtp.` once saved). transformers has
+    no module for it; its decoder layer is transformers' full-attention one.
+    Matrices start as transformers starts them (normal, initializer_range),
+    the zero-centred norms at a multiplier of one."""
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as m
+    cfg = model.config
+    hidden = cfg.hidden_size
+    head = torch.nn.Module()
+    head.fc = torch.nn.Linear(2 * hidden, hidden, bias=False)
+    head.pre_fc_norm_embedding = m.Qwen3_5MoeRMSNorm(hidden, eps=cfg.rms_norm_eps)
+    head.pre_fc_norm_hidden = m.Qwen3_5MoeRMSNorm(hidden, eps=cfg.rms_norm_eps)
+    head.layers = torch.nn.ModuleList([m.Qwen3_5MoeDecoderLayer(cfg, cfg.layer_types.index("full_attention"))])
+    head.norm = m.Qwen3_5MoeRMSNorm(hidden, eps=cfg.rms_norm_eps)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in head.named_parameters():
+            if name.endswith("norm.weight"):
+                p.zero_()
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * cfg.initializer_range)
+    if len(head.state_dict()) != 19:
+        raise SystemExit(f"the MTP head has {len(head.state_dict())} tensors, not the release's 19: "
+                         f"{sorted(head.state_dict())}")
+    return head.to(next(model.parameters()).device)
 
 
 def check_against_transformers(model, device, tolerance=1e-4, grad_tolerance=1e-3):

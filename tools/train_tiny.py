@@ -7,9 +7,12 @@ written model (data, training, export and evaluation included). Writes into
 OUT_DIR:
   model.safetensors, config.json   the model, bf16 (A_log and the GDN norm in
                                    float32, as the published checkpoints store
-                                   them), embeddings tied to the LM head
+                                   them), embeddings tied to the LM head, and
+                                   the multi-token-prediction head's 19 mtp.*
+                                   tensors as the release stores them
   tokenizer files, chat template   copied from --tokenizer-from
-  training_log.csv                 step, seconds, loss, router margin, lr
+  training_log.csv                 step, seconds, loss, router margin, lr,
+                                   the MTP head's loss
   loss.png                         that loss curve drawn (matplotlib)
   heldout.jsonl                    held-out examples (tiny_data's held-out
                                    tenth of the contents, which training
@@ -33,6 +36,11 @@ part of training alternates float steps with steps through the weights as a
 4-bit MLX checkpoint rounds them (gradients straight through), for the same
 reason.
 
+The MTP head (train_forward.make_mtp_head) learns beside the model on the
+same batches, reading the model's hidden states and embedding frozen, so it
+drafts for the model without changing it: what Lily's speculative decoding
+(--mtp K) runs.
+
 Usage: train_tiny.py OUT_DIR [--minutes 9.5] [--seed 0]
 """
 import argparse
@@ -52,7 +60,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_data  # noqa: E402
-from train_forward import TrainingForward, check_against_transformers  # noqa: E402
+from train_forward import TrainingForward, check_against_transformers, make_mtp_head  # noqa: E402
 from make_template_suite import load_template, make_env  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -195,29 +203,70 @@ def make_model(device):
     return model, cfg
 
 
-def answer_loss(forward, ids, target, chunk=8192):
-    """(cross-entropy on the answer tokens, each layer's router logits). The
-    head's logits over the whole vocabulary are made a chunk of tokens at a
-    time and made again in the backward pass: kept whole they would take
+def head_loss(forward, hidden, target, frozen=False, chunk=8192):
+    """Mean cross-entropy of the head over the positions `target` names (not
+    -100). The logits over the whole vocabulary are made a chunk of tokens at
+    a time and made again in the backward pass: kept whole they would take
     4 bytes x 152k per token."""
     from torch.utils.checkpoint import checkpoint
-    hidden, router_logits = forward(ids)
     keep = target != -100
     h, t = hidden[keep], target[keep]
 
     def part(h, t):
-        return F.cross_entropy(forward.head(h), t, reduction="sum")
+        return F.cross_entropy(forward.head(h, frozen), t, reduction="sum")
 
     total = sum(checkpoint(part, h[i:i + chunk], t[i:i + chunk], use_reentrant=False) for i in range(0, len(t), chunk))
-    return total / max(1, len(t)), router_logits
+    return total / max(1, len(t))
+
+
+def answer_loss(forward, ids, target):
+    """(cross-entropy on the answer tokens, each layer's router logits, the
+    final-normed hidden states)."""
+    hidden, router_logits = forward(ids)
+    return head_loss(forward, hidden, target), router_logits, hidden
+
+
+def mtp_loss(forward, head, ids, target, hidden):
+    """(the MTP head's cross-entropy on the answer tokens two ahead, its router
+    logits). The head reads position q and the token at q + 1 and predicts
+    the token at q + 2, which is target[q + 1]."""
+    out, router_logits = forward.mtp(head, ids, hidden)
+    return head_loss(forward, out, target[:, 1:], frozen=True), router_logits
+
+
+@torch.no_grad()
+def mtp_accuracy(forward, head, pairs, device, batch=64):
+    """Share of answer tokens the MTP head predicts two ahead (given the true
+    token between): the acceptance a draft of one would see."""
+    right = total = 0
+    for s in range(0, len(pairs), batch):
+        part = pairs[s:s + batch]
+        ids, target = Batches(part, 1 << 30, CONFIG["pad_token_id"], 0).tensors(list(range(len(part))))
+        ids, target = ids.to(device), target.to(device)
+        out, _ = forward.mtp(head, ids, forward(ids)[0])
+        t = target[:, 1:]
+        keep = t != -100
+        right += int((forward.head(out[keep]).argmax(-1) == t[keep]).sum())
+        total += int(keep.sum())
+    return right / max(1, total)
 
 
 # ---------------------------------------------------------------- export and evaluation
 
-def export(model, out, tokenizer_from):
+def export(model, out, tokenizer_from, mtp_head=None):
+    """The model in bf16 as transformers saves it (A_log and the GDN norm in
+    float32), with the MTP head's 19 tensors under `mtp.` as the release
+    stores them (transformers skips them on load)."""
     from make_fixtures import restore_dtypes
+    from safetensors.torch import load_file, save_file
     model.save_pretrained(out, safe_serialization=True)
     restore_dtypes(out, torch.bfloat16)
+    if mtp_head is not None:
+        path = os.path.join(out, "model.safetensors")
+        tensors = load_file(path)
+        for name, p in mtp_head.state_dict().items():
+            tensors["mtp." + name] = p.detach().to(torch.bfloat16).cpu().contiguous()
+        save_file(tensors, path, metadata={"format": "pt"})
     with open(os.path.join(out, "config.json")) as f:
         stored = json.load(f)
     stored["dtype"] = "bfloat16"
@@ -367,6 +416,9 @@ def main():
                          "an MLX checkpoint of --quant-bits in groups of 32 stores them, so the rounded model "
                          "answers as the float one does")
     ap.add_argument("--quant-bits", type=int, default=4)
+    ap.add_argument("--no-mtp", dest="mtp", action="store_false",
+                    help="train no multi-token-prediction head (by default one is trained beside the model, as the "
+                         "release ships one)")
     ap.add_argument("--eval-every", type=int, default=1000, help="steps between held-out accuracy reports")
     ap.add_argument("--reference-prompts", type=int, default=24)
     ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
@@ -414,7 +466,10 @@ def main():
           f"(worst {grad_name})", flush=True)
     forward = TrainingForward(model)
     # fused: one kernel for every parameter's update, not a launch per tensor
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
+    # the multi-token-prediction head the release has, trained beside the model on the same batches
+    mtp_head = make_mtp_head(model, args.seed) if args.mtp else None
+    params = list(model.parameters()) + (list(mtp_head.parameters()) if mtp_head is not None else [])
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
     batches = prefetch(iter(MixedSteps(pairs, args.tokens_per_step, args.groups, CONFIG["pad_token_id"], args.seed)))
     train_start = time.time()
     # Training stops early enough to leave time for export and evaluation.
@@ -422,7 +477,7 @@ def main():
     warmup, step, tokens_seen = 200, 0, 0
     log = open(os.path.join(args.out, "training_log.csv"), "w", newline="")
     writer = csv.writer(log)
-    writer.writerow(["step", "seconds", "loss", "router_under_margin", "lr"])
+    writer.writerow(["step", "seconds", "loss", "router_under_margin", "lr", "mtp_loss"])
     model.train()
     prof = None
     while time.time() < train_end:
@@ -443,24 +498,33 @@ def main():
         quant_aware = args.quant_aware > 0 and frac >= 1 - args.quant_aware
         forward.quant = (args.quant_bits, 32) if quant_aware and step % 2 else None
         parts = next(batches)
-        loss = margin = under = 0.0
+        loss = margin = under = head_seen = 0.0
         for ids, target in parts:  # gradients summed over the step's batches, each weighted 1 / len(parts)
             tokens_seen += ids.numel()
-            part_loss, router_logits = answer_loss(forward, ids, target)
-            keep = (ids != CONFIG["pad_token_id"]).reshape(-1).float()
+            part_loss, router_logits, hidden = answer_loss(forward, ids, target)
+            real = ids != CONFIG["pad_token_id"]
             part_margin, balance, part_under = router_losses(router_logits, CONFIG["num_experts_per_tok"],
-                                                             args.router_margin, keep)
-            ((part_loss + 0.1 * part_margin + 0.01 * balance) / len(parts)).backward()
+                                                             args.router_margin, real.reshape(-1).float())
+            total = part_loss + 0.1 * part_margin + 0.01 * balance
+            if mtp_head is not None:  # reads the model frozen: its terms train the head alone
+                head_part, head_routers = mtp_loss(forward, mtp_head, ids, target, hidden)
+                head_margin, head_balance, _ = router_losses([head_routers], CONFIG["num_experts_per_tok"],
+                                                             args.router_margin, real[:, 1:].reshape(-1).float())
+                total = total + head_part + 0.1 * head_margin + 0.01 * head_balance
+                head_seen = head_seen + head_part.detach() / len(parts)
+            (total / len(parts)).backward()
             loss, margin, under = (loss + part_loss.detach() / len(parts), margin + part_margin.detach() / len(parts),
                                    under + part_under / len(parts))
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # each on its own: the head's terms never
+        if mtp_head is not None:                                  # scale the model's step
+            torch.nn.utils.clip_grad_norm_(mtp_head.parameters(), 1.0)
         opt.step()
         if step % 25 == 0:
             writer.writerow([step, round(time.time() - start, 1), round(loss.item(), 5), round(under.item(), 5),
-                             f"{lr:.3g}"])
+                             f"{lr:.3g}", round(float(head_seen), 5)])
             if step % 250 == 0:
                 print(f"step {step} {time.time() - start:.0f} s loss {loss.item():.4f} "
-                      f"margin term {margin.item():.3f} under margin {under.item():.4f} "
+                      f"margin term {margin.item():.3f} under margin {under.item():.4f} mtp loss {float(head_seen):.4f} "
                       f"{tokens_seen / max(1e-9, time.time() - train_start) / 1e3:.0f}k tokens/s", flush=True)
         step += 1
         if step % args.eval_every == 0:
@@ -470,6 +534,10 @@ def main():
                 table, _ = accuracy_tables(exact_match(model, sample, device, forward), heldout[:len(sample)])
                 print(f"step {step} held-out exact match{'' if forward.quant is None else ', rounded'}: " +
                       ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in table.items()), flush=True)
+            if mtp_head is not None:
+                forward.quant = None
+                print(f"step {step} MTP head two ahead: {mtp_accuracy(forward, mtp_head, sample, device):.3f}",
+                      flush=True)
     forward.quant = None
     log.close()
     plot_loss(os.path.join(args.out, "training_log.csv"), os.path.join(args.out, "loss.png"),
@@ -477,7 +545,8 @@ def main():
               f"{time.time() - train_start:.0f} s")
     print(f"trained {step} steps in {time.time() - train_start:.0f} s", flush=True)
 
-    export(model, args.out, args.tokenizer_from)
+    head_accuracy = mtp_accuracy(forward, mtp_head, held_pairs, device) if mtp_head is not None else None
+    export(model, args.out, args.tokenizer_from, mtp_head)
     del model, opt
     from transformers import Qwen3_5MoeForCausalLM
     ref = Qwen3_5MoeForCausalLM.from_pretrained(args.out, dtype=torch.float32).to(device).eval()
@@ -485,6 +554,8 @@ def main():
     table, kinds = accuracy_tables(hits, heldout)
     seen_table, _ = accuracy_tables(exact_match(ref, pairs[:len(seen_sample)], device), seen_sample)
     print("held-out greedy exact match (transformers, float32):", json.dumps(table), flush=True)
+    if head_accuracy is not None:
+        print(f"MTP head, answer tokens two ahead on the held-out examples: {head_accuracy:.3f}", flush=True)
     print("on training examples:", json.dumps(seen_table), flush=True)
     for k, row in kinds.items():
         print(f"  {k:32s} {row['exact']:5d} / {row['examples']:5d}  {row['accuracy']:.3f}")
@@ -495,7 +566,7 @@ def main():
             print(f"  miss {fam}: {e['prompt'][-60:]!r} -> {tok.decode(got, skip_special_tokens=False)!r}")
     with open(os.path.join(args.out, "eval.json"), "w") as f:
         json.dump({"steps": step, "seconds": round(time.time() - start, 1), "families": table, "kinds": kinds,
-                   "training_examples": seen_table,
+                   "training_examples": seen_table, "mtp_two_ahead": head_accuracy,
                    "transformers_version": transformers.__version__, "torch_version": torch.__version__}, f, indent=1)
     with open(os.path.join(args.out, "heldout.jsonl"), "w", encoding="utf-8") as f:
         for e in heldout:
