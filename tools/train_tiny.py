@@ -465,10 +465,10 @@ def main():
     print(f"training forward pass = transformers': logits within {logit_err:.1e}, gradients within {grad_err:.1e} "
           f"(worst {grad_name})", flush=True)
     forward = TrainingForward(model)
-    # fused: one kernel for every parameter's update, not a launch per tensor
     # the multi-token-prediction head the release has, trained beside the model on the same batches
     mtp_head = make_mtp_head(model, args.seed) if args.mtp else None
     params = list(model.parameters()) + (list(mtp_head.parameters()) if mtp_head is not None else [])
+    # fused: one kernel for every parameter's update, not a launch per tensor
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
     batches = prefetch(iter(MixedSteps(pairs, args.tokens_per_step, args.groups, CONFIG["pad_token_id"], args.seed)))
     train_start = time.time()
