@@ -98,6 +98,8 @@ def column_working(op, a, b):
         tens, units = b - b % 10, b % 10
         return f"{a} * {b} = {a} * {tens} + {a} * {units} = {a * tens} + {a * units} = {a * b}"
     da, db = str(a)[::-1], str(b)[::-1]
+    if len(db) > len(da):
+        raise ValueError("the longer operand comes first")
     carry, steps = 0, []
     for i in range(len(da)):
         x, y = int(da[i]), int(db[i]) if i < len(db) else 0
@@ -110,8 +112,6 @@ def column_working(op, a, b):
             steps.append((f"{x + 10}" if total < 0 else f"{x}") + f" - {y}" + (" - 1" if carry else "") +
                          f" = {total % 10}")
             carry = int(total < 0)
-    if op == "+" and len(db) > len(da):
-        raise ValueError("the longer operand comes first")
     return "from the units: " + ", ".join(steps)
 
 

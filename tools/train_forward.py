@@ -99,9 +99,7 @@ class TrainingForward:
 
     def __init__(self, model):
         self.model = model
-        cfg = model.config
-        self.eps = cfg.rms_norm_eps
-        self.top_k = cfg.num_experts_per_tok
+        self.top_k = model.config.num_experts_per_tok
         rotary = model.model.rotary_emb
         # text positions are the same on all three M-RoPE rows, so M-RoPE is
         # plain NeoX RoPE on the first `rotary` dims of each head

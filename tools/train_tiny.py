@@ -234,15 +234,20 @@ def mtp_loss(forward, head, ids, target, hidden):
     return head_loss(forward, out, target[:, 1:], frozen=True), router_logits
 
 
-@torch.no_grad()
-def mtp_accuracy(forward, head, pairs, device, batch=64):
-    """Share of answer tokens the MTP head predicts two ahead (given the true
-    token between): the acceptance a draft of one would see."""
-    right = total = 0
+def evaluation_batches(pairs, device, batch=64):
+    """(ids, target) on the device for the examples in order, `batch` at a time."""
     for s in range(0, len(pairs), batch):
         part = pairs[s:s + batch]
         ids, target = Batches(part, 1 << 30, CONFIG["pad_token_id"], 0).tensors(list(range(len(part))))
-        ids, target = ids.to(device), target.to(device)
+        yield ids.to(device), target.to(device)
+
+
+@torch.no_grad()
+def mtp_accuracy(forward, head, pairs, device):
+    """Share of answer tokens the MTP head predicts two ahead (given the true
+    token between): the acceptance a draft of one would see."""
+    right = total = 0
+    for ids, target in evaluation_batches(pairs, device):
         out, _ = forward.mtp(head, ids, forward(ids)[0])
         t = target[:, 1:]
         keep = t != -100
@@ -278,17 +283,13 @@ def export(model, out, tokenizer_from, mtp_head=None):
 
 
 @torch.no_grad()
-def exact_match(model, pairs, device, forward=None, batch=64):
+def exact_match(model, pairs, device, forward=None):
     """Greedy decoding reproduces the answer exactly iff the argmax at every
     answer position, given the answer so far, is the answer's next token:
     checked for all positions at once, through transformers' modules or
     through `forward` (a TrainingForward)."""
     hits = []
-    for s in range(0, len(pairs), batch):
-        part = pairs[s:s + batch]
-        b = Batches(part, 1 << 30, CONFIG["pad_token_id"], 0)
-        ids, target = b.tensors(list(range(len(part))))
-        ids, target = ids.to(device), target.to(device)
+    for ids, target in evaluation_batches(pairs, device):
         keep = target != -100
         ok = torch.ones_like(target, dtype=torch.bool)
         if forward is None:
