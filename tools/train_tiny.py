@@ -203,6 +203,23 @@ def make_model(device):
     return model, cfg
 
 
+def load_trained(model, mtp_head, directory):
+    """Continues from an exported model: its bf16 weights (float32 where
+    stored so) into `model` and, when both have one, its MTP head."""
+    from safetensors.torch import load_file
+    stored = load_file(os.path.join(directory, "model.safetensors"))
+    own = {k: v for k, v in stored.items() if not k.startswith("mtp.")}
+    missing, unexpected = model.load_state_dict(own, strict=False)
+    missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embedding
+    if missing or unexpected:
+        raise SystemExit(f"{directory} does not match this model: missing {missing[:4]}, unexpected {unexpected[:4]}")
+    if mtp_head is not None:
+        head = {k[4:]: v for k, v in stored.items() if k.startswith("mtp.")}
+        if head:
+            mtp_head.load_state_dict(head)
+    print(f"continuing from {directory}: {len(stored)} tensors", flush=True)
+
+
 def head_loss(forward, hidden, target, frozen=False, chunk=8192):
     """Mean cross-entropy of the head over the positions `target` names (not
     -100). The logits over the whole vocabulary are made a chunk of tokens at
@@ -422,6 +439,8 @@ def main():
                          "release ships one)")
     ap.add_argument("--eval-every", type=int, default=1000, help="steps between held-out accuracy reports")
     ap.add_argument("--reference-prompts", type=int, default=24)
+    ap.add_argument("--init-from", metavar="DIR",
+                    help="start from a model this script wrote (its model.safetensors, MTP head included)")
     ap.add_argument("--tokenizer-from", default=os.path.join(ROOT, "models", "lily-tiny"))
     args = ap.parse_args()
     if args.layers < 4 or args.layers % 4:
@@ -468,6 +487,8 @@ def main():
     forward = TrainingForward(model)
     # the multi-token-prediction head the release has, trained beside the model on the same batches
     mtp_head = make_mtp_head(model, args.seed) if args.mtp else None
+    if args.init_from:
+        load_trained(model, mtp_head, args.init_from)
     params = list(model.parameters()) + (list(mtp_head.parameters()) if mtp_head is not None else [])
     # fused: one kernel for every parameter's update, not a launch per tensor
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=True)
