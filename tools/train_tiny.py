@@ -207,12 +207,17 @@ def load_trained(model, mtp_head, directory):
     """Continues from an exported model: its bf16 weights (float32 where
     stored so) into `model` and, when both have one, its MTP head."""
     from safetensors.torch import load_file
+    from transformers import Qwen3_5MoeForCausalLM
+    # transformers reads its own saved layout back (experts stored one by one, fused in the module)
+    saved = Qwen3_5MoeForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    if set(saved.state_dict()) != set(model.state_dict()):
+        raise SystemExit(f"{directory} does not hold this model's parameters")
+    try:
+        model.load_state_dict(saved.state_dict())
+    except RuntimeError as e:  # shapes of another configuration
+        raise SystemExit(f"{directory} does not match this model: {e}")
+    del saved
     stored = load_file(os.path.join(directory, "model.safetensors"))
-    own = {k: v for k, v in stored.items() if not k.startswith("mtp.")}
-    missing, unexpected = model.load_state_dict(own, strict=False)
-    missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embedding
-    if missing or unexpected:
-        raise SystemExit(f"{directory} does not match this model: missing {missing[:4]}, unexpected {unexpected[:4]}")
     if mtp_head is not None:
         head = {k[4:]: v for k, v in stored.items() if k.startswith("mtp.")}
         if head:
