@@ -432,6 +432,9 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--router-margin", type=float, default=1.0)
     ap.add_argument("--profile", action="store_true", help="print where steps 20-30 spend GPU time")
+    ap.add_argument("--compile", action="store_true",
+                    help="compile each decoder layer's pass (torch.compile, shapes dynamic): fuses its "
+                         "elementwise operations, which eager steps launch one by one")
     ap.add_argument("--short-working", action="store_true",
                     help="arithmetic thinks in one sentence naming the result, not column by column")
     ap.add_argument("--quant-aware", type=float, default=0.0, metavar="FRACTION",
@@ -490,6 +493,10 @@ def main():
     print(f"training forward pass = transformers': logits within {logit_err:.1e}, gradients within {grad_err:.1e} "
           f"(worst {grad_name})", flush=True)
     forward = TrainingForward(model)
+    # compiled after the check above (which holds the eager pass to transformers'); the
+    # evaluation at the end runs transformers' own modules on the saved weights either way
+    if args.compile:
+        forward.decoder_layer = torch.compile(forward.decoder_layer, dynamic=True)
     # the multi-token-prediction head the release has, trained beside the model on the same batches
     mtp_head = make_mtp_head(model, args.seed) if args.mtp else None
     if args.init_from:
