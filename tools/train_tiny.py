@@ -206,23 +206,22 @@ def make_model(device):
 def load_trained(model, mtp_head, directory):
     """Continues from an exported model: its bf16 weights (float32 where
     stored so) into `model` and, when both have one, its MTP head."""
-    from safetensors.torch import load_file
+    from safetensors import safe_open
     from transformers import Qwen3_5MoeForCausalLM
     # transformers reads its own saved layout back (experts stored one by one, fused in the module)
     saved = Qwen3_5MoeForCausalLM.from_pretrained(directory, dtype=torch.float32)
-    if set(saved.state_dict()) != set(model.state_dict()):
-        raise SystemExit(f"{directory} does not hold this model's parameters")
-    try:
+    try:  # strict: names missing, unexpected or of other shapes
         model.load_state_dict(saved.state_dict())
-    except RuntimeError as e:  # shapes of another configuration
+    except RuntimeError as e:
         raise SystemExit(f"{directory} does not match this model: {e}")
     del saved
-    stored = load_file(os.path.join(directory, "model.safetensors"))
-    if mtp_head is not None:
-        head = {k[4:]: v for k, v in stored.items() if k.startswith("mtp.")}
-        if head:
-            mtp_head.load_state_dict(head)
-    print(f"continuing from {directory}: {len(stored)} tensors", flush=True)
+    # transformers skips the mtp.* tensors; only they are read again
+    with safe_open(os.path.join(directory, "model.safetensors"), "pt") as f:
+        head = {k[4:]: f.get_tensor(k) for k in f.keys() if k.startswith("mtp.")}
+    took_head = mtp_head is not None and bool(head)
+    if took_head:
+        mtp_head.load_state_dict(head)
+    print(f"continuing from {directory}{', its MTP head too' if took_head else ''}", flush=True)
 
 
 def head_loss(forward, hidden, target, frozen=False, chunk=8192):
